@@ -1,0 +1,36 @@
+package wal
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// LSN is a PostgreSQL WAL position (XLogRecPtr): a byte offset into the
+// infinite WAL stream.
+type LSN uint64
+
+// String renders the LSN the way PostgreSQL does: %X/%08X.
+func (l LSN) String() string {
+	return fmt.Sprintf("%X/%08X", uint32(l>>32), uint32(l))
+}
+
+// ParseLSN parses the "hi/lo" hexadecimal text form used by PostgreSQL.
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("parsing LSN %q: missing '/'", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parsing LSN %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parsing LSN %q: %w", s, err)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+// MaxAlign rounds n up to PostgreSQL's MAXALIGN (8 on every supported platform).
+func MaxAlign[T ~uint64 | ~uint32 | ~int](n T) T { return (n + 7) &^ 7 }
