@@ -55,12 +55,8 @@ func decodeRecordBody(rec *Record) error {
 	mainLen := 0
 	var lastRel RelFileNode
 	haveRel := false
-	var lens [XLRMaxBlockID + 1][2]int // image and data length per decoded block
 	maxID := -1
 
-	short := func(what string) error {
-		return errorf(lsn, KindCorrupt, "record too short reading %s at offset %d", what, pos)
-	}
 	for remaining > datatotal {
 		id := raw[pos]
 		pos++
@@ -68,7 +64,7 @@ func decodeRecordBody(rec *Record) error {
 		switch {
 		case id == XLRBlockIDDataShort:
 			if remaining < 1 {
-				return short("main data length")
+				return tooShort(lsn, "main data length", pos)
 			}
 			mainLen = int(raw[pos])
 			pos++
@@ -77,7 +73,7 @@ func decodeRecordBody(rec *Record) error {
 			goto payload
 		case id == XLRBlockIDDataLong:
 			if remaining < 4 {
-				return short("main data length")
+				return tooShort(lsn, "main data length", pos)
 			}
 			mainLen = int(binary.LittleEndian.Uint32(raw[pos:]))
 			if mainLen < 0 || mainLen > len(raw) {
@@ -89,7 +85,7 @@ func decodeRecordBody(rec *Record) error {
 			goto payload
 		case id == XLRBlockIDOrigin:
 			if remaining < 2 {
-				return short("replication origin")
+				return tooShort(lsn, "replication origin", pos)
 			}
 			rec.Origin = binary.LittleEndian.Uint16(raw[pos:])
 			rec.HasOrigin = true
@@ -97,7 +93,7 @@ func decodeRecordBody(rec *Record) error {
 			remaining -= 2
 		case id == XLRBlockIDTopLevelXID:
 			if remaining < 4 {
-				return short("toplevel xid")
+				return tooShort(lsn, "toplevel xid", pos)
 			}
 			rec.TopLevelXID = binary.LittleEndian.Uint32(raw[pos:])
 			pos += 4
@@ -108,7 +104,7 @@ func decodeRecordBody(rec *Record) error {
 			}
 			maxID = int(id)
 			if remaining < 3 {
-				return short("block header")
+				return tooShort(lsn, "block header", pos)
 			}
 			b := BlockRef{ID: id, ForkFlags: raw[pos]}
 			dataLen := int(binary.LittleEndian.Uint16(raw[pos+1:]))
@@ -124,7 +120,7 @@ func decodeRecordBody(rec *Record) error {
 			imgLen := 0
 			if b.HasImage() {
 				if remaining < 5 {
-					return short("block image header")
+					return tooShort(lsn, "block image header", pos)
 				}
 				im := BlockImage{
 					Length:     binary.LittleEndian.Uint16(raw[pos:]),
@@ -136,7 +132,7 @@ func decodeRecordBody(rec *Record) error {
 				if im.Compressed() {
 					if im.Info&BkpImageHasHole != 0 {
 						if remaining < 2 {
-							return short("block image hole length")
+							return tooShort(lsn, "block image hole length", pos)
 						}
 						im.HoleLength = binary.LittleEndian.Uint16(raw[pos:])
 						pos += 2
@@ -154,7 +150,7 @@ func decodeRecordBody(rec *Record) error {
 			}
 			if b.ForkFlags&BkpBlockSameRel == 0 {
 				if remaining < 12 {
-					return short("block relfilenode")
+					return tooShort(lsn, "block relfilenode", pos)
 				}
 				lastRel = DecodeRelFileNode(raw[pos:])
 				haveRel = true
@@ -165,12 +161,12 @@ func decodeRecordBody(rec *Record) error {
 			}
 			b.Rel = lastRel
 			if remaining < 4 {
-				return short("block number")
+				return tooShort(lsn, "block number", pos)
 			}
 			b.BlockNum = binary.LittleEndian.Uint32(raw[pos:])
 			pos += 4
 			remaining -= 4
-			lens[len(rec.Blocks)] = [2]int{imgLen, dataLen}
+			b.dataLen = uint16(dataLen)
 			rec.Blocks = append(rec.Blocks, b)
 		default:
 			return errorf(lsn, KindCorrupt, "invalid block_id %d", id)
@@ -182,11 +178,12 @@ payload:
 	}
 	for i := range rec.Blocks {
 		b := &rec.Blocks[i]
-		if n := lens[i][0]; n > 0 {
+		if b.HasImage() {
+			n := int(b.Image.Length)
 			b.ImageData = raw[pos : pos+n : pos+n]
 			pos += n
 		}
-		if n := lens[i][1]; n > 0 {
+		if n := int(b.dataLen); n > 0 {
 			b.Data = raw[pos : pos+n : pos+n]
 			pos += n
 		}
@@ -195,6 +192,10 @@ payload:
 		rec.MainData = raw[pos : pos+mainLen : pos+mainLen]
 	}
 	return nil
+}
+
+func tooShort(lsn LSN, what string, pos int) *Error {
+	return errorf(lsn, KindCorrupt, "record too short reading %s at offset %d", what, pos)
 }
 
 // checkImageHeader applies DecodeXLogRecord's consistency checks.

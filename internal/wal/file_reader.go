@@ -86,15 +86,21 @@ func SegmentFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
+// fileChunk is how much of a segment is read at a time: small enough that
+// the bytes are still in cache when the records are parsed, large enough to
+// make the read syscalls cheap.
+const fileChunk = 256 << 10
+
 // FileReader reads records from consecutive segment files through a
-// StreamReader. Each segment is read straight into the stream's buffer.
+// StreamReader, reading each segment in chunks straight into the stream's
+// buffer.
 type FileReader struct {
-	paths  []string
-	next   int
-	sr     *StreamReader
-	opts   StreamOptions
-	cur    string
-	closed bool
+	paths []string
+	next  int
+	sr    *StreamReader
+	cur   string
+	f     *os.File // the open segment, nil between segments
+	left  int      // bytes of f not read yet
 }
 
 // NewFileReader reads the given paths in order. A path naming a directory
@@ -142,6 +148,12 @@ func (r *FileReader) Next() (*Record, error) {
 				return rec, err
 			}
 		}
+		if r.f != nil {
+			if err := r.readChunk(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if r.next == len(r.paths) {
 			if r.sr != nil && r.sr.InRecord() {
 				return nil, errorf(r.sr.PushLSN(), KindEndOfWAL, "WAL ends inside a record: the segment after %s is missing", filepath.Base(r.cur))
@@ -155,13 +167,44 @@ func (r *FileReader) Next() (*Record, error) {
 	}
 }
 
-// load pushes one segment file into the stream reader.
+// Close releases the open segment file, if any.
+func (r *FileReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+// readChunk pushes the next chunk of the open segment into the stream.
+func (r *FileReader) readChunk() error {
+	n := min(r.left, fileChunk)
+	if _, err := io.ReadFull(r.f, r.sr.WriteBuffer(n)); err != nil {
+		r.Close()
+		return fmt.Errorf("%s: reading: %w", r.cur, err)
+	}
+	r.sr.Advance(n)
+	r.left -= n
+	if r.left == 0 {
+		return r.Close()
+	}
+	return nil
+}
+
+// load opens one segment file, checks it continues the stream, and pushes
+// its first page header.
 func (r *FileReader) load(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("opening WAL segment: %w", err)
 	}
-	defer f.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+		}
+	}()
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("opening WAL segment: %w", err)
@@ -194,12 +237,13 @@ func (r *FileReader) load(path string) error {
 	} else if want := r.sr.PushLSN(); start != want {
 		return fmt.Errorf("%s starts at %s but the previous segment %s ended at %s: segments missing or out of order", filepath.Base(path), start, filepath.Base(r.cur), want)
 	}
-	buf := r.sr.WriteBuffer(size)
-	copy(buf, hdr[:])
-	if _, err := io.ReadFull(f, buf[LongPageHeaderLen:]); err != nil {
-		return fmt.Errorf("%s: reading: %w", path, err)
-	}
-	r.sr.Advance(size)
+	r.sr.Push(hdr[:])
 	r.cur = path
+	r.f = f
+	r.left = size - LongPageHeaderLen
+	ok = true
+	if r.left == 0 {
+		return r.Close()
+	}
 	return nil
 }

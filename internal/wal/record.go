@@ -125,6 +125,8 @@ type BlockRef struct {
 	Image     BlockImage // valid when HasImage()
 	ImageData []byte     // stored (possibly compressed) image bytes
 	Data      []byte     // block data (rmgr-specific), nil when absent
+
+	dataLen uint16 // while decoding: the length of Data, before it is sliced
 }
 
 func (b *BlockRef) Fork() ForkNumber { return ForkNumber(b.ForkFlags & BkpBlockForkMask) }
