@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target in the module for a bounded time each
+# (FUZZTIME, default 10s). Any crash fails the run; the failing input is
+# written under the package's testdata/fuzz for a regression test.
+set -euo pipefail
+fuzztime=${FUZZTIME:-10s}
+status=0
+for pkg in $(go list ./...); do
+  targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
+  for t in $targets; do
+    echo "fuzz $pkg $t ($fuzztime)"
+    if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/walshadow-fuzz.log 2>&1; then
+      cat /tmp/walshadow-fuzz.log; status=1
+    fi
+  done
+done
+exit $status
