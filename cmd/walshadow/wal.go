@@ -73,7 +73,7 @@ func walStats(c *cli.Context) error {
 	defer stop()
 	rep, err := walstats.Collect(ctx, c.Args().Slice(), opts)
 	if rep != nil {
-		if werr := rep.WriteJSON(os.Stdout); werr != nil {
+		if werr := rep.WriteJSON(c.App.Writer); werr != nil {
 			return cli.Exit(fmt.Sprintf("wal stats: writing report: %v", werr), exitFatal)
 		}
 	}

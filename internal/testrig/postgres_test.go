@@ -131,18 +131,25 @@ func TestPostgresWorkloadWaldump(t *testing.T) {
 	// On the live pg_wal, reading into the segment still being written stops
 	// at the end of valid WAL, which is reported, not an error.
 	p.Exec(t, "CREATE TABLE after_copy (x int); INSERT INTO after_copy VALUES (1)")
-	cur := SegmentName(1, uint64(p.CurrentInsertLSN(t))/p.WALSegmentSize(), p.WALSegmentSize())
+	// The segment holding the last written byte exists; the one holding the
+	// insert position may not have been created yet.
+	cur := SegmentName(1, (uint64(p.CurrentLSN(t))-1)/p.WALSegmentSize(), p.WALSegmentSize())
 	live, err := WaldumpStats(ctx, p.BinDir(), p.WALDir(), names[len(names)-1], cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if live.Stop == nil || !strings.HasPrefix(live.Stop.Msg, "invalid record length at") {
-		t.Fatalf("want an end-of-WAL stop in the live segment %s, got %+v", cur, live.Stop)
+	if live.Stop == nil {
+		t.Fatalf("want an end-of-WAL stop in the live segment %s, got none", cur)
 	}
-	// The message names the next record's position: the end of the last
-	// record, or just past the next page header when that ended a page.
-	if end := live.Stop.End; end < live.End || end > live.End+40 || live.End <= lastSegEnd {
-		t.Errorf("stopped at %s; want the end of the last record %s, past %s", end, live.End, lastSegEnd)
+	if live.End <= lastSegEnd {
+		t.Errorf("live stats end at %s, want past the copied WAL (%s): the committed after_copy records", live.End, lastSegEnd)
+	}
+	// Usually "invalid record length at <next record>", the end of the last
+	// record (or just past the next page header when that ended a page). A
+	// record whose tail is not written yet gives a page-header complaint
+	// without an LSN instead.
+	if end := live.Stop.End; end != 0 && (end < live.End || end > live.End+40) {
+		t.Errorf("stopped at %s (%s); want the end of the last record %s", end, live.Stop.Msg, live.End)
 	}
 	if live.Stop.LastRecord >= live.End || live.Stop.LastRecord < live.Start {
 		t.Errorf("last record before the stop at %s, outside %s..%s", live.Stop.LastRecord, live.Start, live.End)

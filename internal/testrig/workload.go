@@ -69,6 +69,7 @@ func (p *Postgres) RunSQLScript(t testing.TB, script string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer os.Remove(f.Name())
 	_, werr := f.WriteString(script)
 	if err := f.Close(); werr != nil || err != nil {
 		t.Fatalf("writing %s: %v %v", f.Name(), werr, err)
