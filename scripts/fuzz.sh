@@ -5,13 +5,18 @@
 set -euo pipefail
 fuzztime=${FUZZTIME:-10s}
 status=0
+passed=0
+failed=0
 for pkg in $(go list ./...); do
   targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
   for t in $targets; do
     echo "fuzz $pkg $t ($fuzztime)"
-    if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/walshadow-fuzz.log 2>&1; then
-      cat /tmp/walshadow-fuzz.log; status=1
+    if go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/walshadow-fuzz.log 2>&1; then
+      passed=$((passed + 1))
+    else
+      cat /tmp/walshadow-fuzz.log; status=1; failed=$((failed + 1))
     fi
   done
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status
