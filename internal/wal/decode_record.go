@@ -106,7 +106,16 @@ func decodeRecordBody(rec *Record) error {
 			if remaining < 3 {
 				return tooShort(lsn, "block header", pos)
 			}
-			b := BlockRef{ID: id, ForkFlags: raw[pos]}
+			// Decode in place: BlockRef is large enough that copying it in
+			// with append shows up in profiles.
+			n := len(rec.Blocks)
+			if n < cap(rec.Blocks) {
+				rec.Blocks = rec.Blocks[:n+1]
+			} else {
+				rec.Blocks = append(rec.Blocks, BlockRef{})
+			}
+			b := &rec.Blocks[n]
+			*b = BlockRef{ID: id, ForkFlags: raw[pos]}
 			dataLen := int(binary.LittleEndian.Uint16(raw[pos+1:]))
 			pos += 3
 			remaining -= 3
@@ -167,7 +176,6 @@ func decodeRecordBody(rec *Record) error {
 			pos += 4
 			remaining -= 4
 			b.dataLen = uint16(dataLen)
-			rec.Blocks = append(rec.Blocks, b)
 		default:
 			return errorf(lsn, KindCorrupt, "invalid block_id %d", id)
 		}
