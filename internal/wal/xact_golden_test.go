@@ -72,28 +72,11 @@ func xtLoadGolden(t testing.TB, name string) *Record {
 	return rec
 }
 
-// xtDecodeBody runs the dispatcher of the record's rmgr.
-func xtDecodeBody(rec *Record) (Body, error) {
-	switch rec.Header.RmID {
-	case RmgrXLOG:
-		return decodeXLOGBody(rec)
-	case RmgrXact:
-		return decodeXactBody(rec)
-	case RmgrSmgr:
-		return decodeSmgrBody(rec)
-	case RmgrRelMap:
-		return decodeRelMapBody(rec)
-	case RmgrStandby:
-		return decodeStandbyBody(rec)
-	}
-	return nil, fmt.Errorf("rmgr %s is not decoded here", rec.Header.RmID)
-}
-
 func TestXactGoldenMatchesWaldump(t *testing.T) {
 	for _, g := range xactGoldenRecords {
 		t.Run(g.name, func(t *testing.T) {
 			rec := xtLoadGolden(t, g.name)
-			body, err := xtDecodeBody(rec)
+			body, err := DecodeBody(rec)
 			if err != nil {
 				t.Fatal(err)
 			}
