@@ -138,9 +138,12 @@ func (b *BlockRef) WillInit() bool   { return b.ForkFlags&BkpBlockWillInit != 0 
 // alias memory owned by the reader that produced the record: they stay valid
 // only until the next call to that reader. Clone copies them out.
 type Record struct {
-	LSN    LSN // ReadRecPtr: where the record starts
-	End    LSN // EndRecPtr: the byte after its last byte (page headers counted)
-	Next   LSN // where the following record starts (MAXALIGN(End), or the next segment after XLOG_SWITCH)
+	LSN LSN // ReadRecPtr: where the record starts
+	End LSN // the byte after its last byte (page headers crossed counted)
+	// Next is where the following record starts: MAXALIGN(End), or the next
+	// segment after XLOG_SWITCH. It is PostgreSQL's EndRecPtr, the value
+	// pg_last_wal_replay_lsn() reports once a standby has replayed the record.
+	Next   LSN
 	Header RecordHeader
 	Layout *Layout
 
