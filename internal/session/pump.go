@@ -1,0 +1,313 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// Decision is what the pump needs to know about one record: whether the
+// shadow gets a same-length XLOG_NOOP instead of it, whether the processor
+// gets it, and whether it is a catalog boundary that must hold publication.
+type Decision struct {
+	Noop               bool
+	ToDecoder          bool
+	DeferCatalogDecode bool
+	Boundary           *Boundary
+}
+
+// Boundary is a catalog-changing commit: nothing past NextLSN reaches the
+// shadow, the archive or the processor until the shadow has replayed
+// exactly through NextLSN and the boundary is released.
+type Boundary struct {
+	NextLSN           wal.LSN  `json:"next_lsn"`
+	DrainXID          uint32   `json:"drain_xid"`
+	AffectedOids      []uint32 `json:"affected_oids"`
+	FirstCatalogTouch wal.LSN  `json:"first_catalog_touch"`
+	CaptureAll        bool     `json:"capture_all"`
+}
+
+// Decider classifies records (the filter).
+type Decider interface {
+	Decide(rec *wal.Record) (Decision, error)
+	// NoopRecord returns the same-length XLOG_NOOP that replaces rec for
+	// the shadow, contiguous (page headers not included).
+	NoopRecord(dst []byte, rec *wal.Record) []byte
+}
+
+// ShadowFeed is the walsender side: it publishes filtered wire bytes to the
+// shadow's walreceiver and reports how far the shadow has applied them.
+type ShadowFeed interface {
+	Publish(start wal.LSN, wire []byte)
+	WaitApply(ctx context.Context, lsn wal.LSN) error
+}
+
+// SegmentSink receives filtered segments once every record ending inside
+// them is decided (the archive the shadow's restore_command reads).
+type SegmentSink interface {
+	WriteSegment(start wal.LSN, data []byte) error
+}
+
+// Item is one record for the processor: a private copy of the original
+// (unfiltered) record and its decision.
+type Item struct {
+	Record   *wal.Record
+	Decision Decision
+}
+
+// Batch is what the input emits: records in WAL order. A boundary, when
+// present, is the last item's, and Release must be called once the
+// processor has captured what it needs (the hold ends then).
+type Batch struct {
+	Items    []Item
+	First    wal.LSN // LSN of the first item
+	Through  wal.LSN // every record before this LSN has been decided
+	Boundary *Boundary
+	release  chan struct{}
+}
+
+// Release ends a boundary's hold. It is safe to call more than once and on
+// batches without a boundary.
+func (b *Batch) Release() {
+	if b.release != nil {
+		select {
+		case <-b.release:
+		default:
+			close(b.release)
+		}
+	}
+}
+
+// PumpConfig tunes the record loop.
+type PumpConfig struct {
+	SegmentSize uint32
+	// MaxBatchRecords seals a batch at this many records (default 1024).
+	MaxBatchRecords int
+	// HoldTimeout bounds each boundary hold: the shadow must apply the
+	// boundary and the batch be released within it. Keep it below the
+	// source's wal_sender_timeout.
+	HoldTimeout time.Duration
+	// SelfRelease makes the pump release a boundary itself once the shadow
+	// has applied it (no processor takes part in the hold yet).
+	SelfRelease bool
+}
+
+// Pump is the record loop of a session: WAL bytes in; filtered wire bytes to
+// the shadow and the archive; original records out in batches, a boundary
+// always ending its batch and holding publication until released.
+type Pump struct {
+	cfg     PumpConfig
+	reader  *wal.StreamReader
+	wire    *wireBuffer
+	decider Decider
+	shadow  ShadowFeed
+	sink    SegmentSink
+	out     chan<- *Batch
+
+	decided   wal.LSN // every record before this LSN is decided
+	published wal.LSN // wire bytes before this LSN went to the shadow
+	batch     *Batch
+	noopBuf   []byte
+	stats     PumpStats
+}
+
+// PumpStats are the pump's counters, read by the session's metrics.
+type PumpStats struct {
+	Records, NoopRecords, DecoderRecords int64
+	Holds                                int64
+	HoldTime                             time.Duration
+	Received                             wal.LSN
+}
+
+// NewPump starts a pump whose first byte is at start (a segment boundary).
+func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink SegmentSink, out chan<- *Batch) (*Pump, error) {
+	if cfg.MaxBatchRecords <= 0 {
+		cfg.MaxBatchRecords = 1024
+	}
+	if cfg.HoldTimeout <= 0 {
+		cfg.HoldTimeout = 30 * time.Second
+	}
+	r, err := wal.NewStreamReader(start, wal.StreamOptions{SegmentSize: cfg.SegmentSize})
+	if err != nil {
+		return nil, err
+	}
+	w, err := newWireBuffer(start, cfg.SegmentSize)
+	if err != nil {
+		return nil, err
+	}
+	return &Pump{cfg: cfg, reader: r, wire: w, decider: d, shadow: shadow, sink: sink, out: out,
+		decided: start, published: start}, nil
+}
+
+// Stats returns a copy of the counters.
+func (p *Pump) Stats() PumpStats { return p.stats }
+
+// NextByte is the LSN the next chunk fed must start at.
+func (p *Pump) NextByte() wal.LSN { return p.wire.End() }
+
+// Decided is the LSN through which every record has been classified.
+func (p *Pump) Decided() wal.LSN { return p.decided }
+
+// ErrHoldTimeout is wrapped by the error a hold that outlives HoldTimeout returns.
+var ErrHoldTimeout = errors.New("catalog boundary hold timed out")
+
+// Feed takes the next bytes of the stream and runs every record they
+// complete through the loop. It returns only after any boundary among them
+// has been applied by the shadow and released.
+func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
+	p.wire.Append(chunk)
+	p.reader.Push(chunk)
+	p.stats.Received = p.wire.End()
+	for {
+		rec, err := p.reader.Next()
+		if err == wal.ErrNeedMore {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading source WAL: %w", err)
+		}
+		if err := p.record(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return p.publish()
+}
+
+func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
+	d, err := p.decider.Decide(rec)
+	if err != nil {
+		return fmt.Errorf("filtering the record at %s: %w", rec.LSN, err)
+	}
+	p.stats.Records++
+	if d.Noop {
+		p.noopBuf = p.decider.NoopRecord(p.noopBuf[:0], rec)
+		if err := p.scatter(rec.LSN, p.noopBuf); err != nil {
+			return err
+		}
+		p.stats.NoopRecords++
+	}
+	p.decided = rec.Next
+	if d.ToDecoder || d.Boundary != nil {
+		if p.batch == nil {
+			p.batch = &Batch{First: rec.LSN}
+		}
+		p.batch.Items = append(p.batch.Items, Item{Record: rec.Clone(), Decision: d})
+		p.stats.DecoderRecords++
+	}
+	if d.Boundary != nil {
+		return p.hold(ctx, d.Boundary)
+	}
+	if p.batch != nil && len(p.batch.Items) >= p.cfg.MaxBatchRecords {
+		return p.flush(ctx)
+	}
+	return nil
+}
+
+// scatter writes a contiguous record image over the record's bytes in the
+// wire buffer, skipping the page headers it crosses.
+func (p *Pump) scatter(lsn wal.LSN, rec []byte) error {
+	for len(rec) > 0 {
+		pageOff := int(lsn % wal.BlockSize)
+		if pageOff == 0 {
+			if lsn%wal.LSN(p.cfg.SegmentSize) == 0 {
+				lsn += wal.LongPageHeaderLen
+			} else {
+				lsn += wal.ShortPageHeaderLen
+			}
+			continue
+		}
+		n := min(len(rec), wal.BlockSize-pageOff)
+		if err := p.wire.WriteAt(lsn, rec[:n]); err != nil {
+			return err
+		}
+		rec = rec[n:]
+		lsn += wal.LSN(n)
+	}
+	return nil
+}
+
+// publish sends decided wire bytes to the shadow and seals complete segments.
+func (p *Pump) publish() error {
+	through := min(p.decided, p.wire.End())
+	if through > p.published {
+		err := p.wire.Range(p.published, through, func(start wal.LSN, b []byte) error {
+			p.shadow.Publish(start, b)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		p.published = through
+	}
+	return p.wire.SealThrough(p.decided, func(start wal.LSN, data []byte) error {
+		if err := p.sink.WriteSegment(start, data); err != nil {
+			return fmt.Errorf("archiving the filtered segment at %s: %w", start, err)
+		}
+		return nil
+	})
+}
+
+// flush hands the current batch to the input.
+func (p *Pump) flush(ctx context.Context) error {
+	if p.batch == nil {
+		return nil
+	}
+	b := p.batch
+	p.batch = nil
+	b.Through = p.decided
+	select {
+	case p.out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// FlushIdle hands over a partial batch; the session calls it when no bytes
+// arrive for a while, so records do not wait for a full batch.
+func (p *Pump) FlushIdle(ctx context.Context) error { return p.flush(ctx) }
+
+// hold publishes through the boundary, ends the batch with it, and waits
+// until the shadow has applied exactly through the boundary and the batch
+// is released.
+func (p *Pump) hold(ctx context.Context, b *Boundary) error {
+	start := time.Now()
+	if err := p.publish(); err != nil {
+		return err
+	}
+	release := make(chan struct{})
+	p.batch.Boundary = b
+	p.batch.release = release
+	hctx, cancel := context.WithTimeout(ctx, p.cfg.HoldTimeout)
+	defer cancel()
+	if err := p.flush(hctx); err != nil {
+		return p.holdError(ctx, b, "handing the boundary batch to the processor", err)
+	}
+	if err := p.shadow.WaitApply(hctx, b.NextLSN); err != nil {
+		return p.holdError(ctx, b, "waiting for the shadow to apply the boundary", err)
+	}
+	if p.cfg.SelfRelease {
+		close(release)
+	}
+	select {
+	case <-release:
+	case <-hctx.Done():
+		return p.holdError(ctx, b, "waiting for the boundary to be released", hctx.Err())
+	}
+	p.stats.Holds++
+	p.stats.HoldTime += time.Since(start)
+	return nil
+}
+
+func (p *Pump) holdError(ctx context.Context, b *Boundary, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = ErrHoldTimeout
+	}
+	return fmt.Errorf("catalog boundary at %s (xid %d): %s: %w (hold timeout %s)", b.NextLSN, b.DrainXID, what, err, p.cfg.HoldTimeout)
+}

@@ -1,0 +1,238 @@
+package session
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+const fixtureDir = "../wal/testdata/pg15/wal"
+
+// fakeDecider NOOPs heap records and makes every COMMIT with invalidation
+// messages a boundary: enough to drive the pump's mechanics.
+type fakeDecider struct{}
+
+func (fakeDecider) Decide(rec *wal.Record) (Decision, error) {
+	switch rec.Header.RmID {
+	case wal.RmgrHeap, wal.RmgrHeap2:
+		return Decision{Noop: true, ToDecoder: true}, nil
+	case wal.RmgrXact:
+		d := Decision{ToDecoder: true}
+		var c wal.XactCommit
+		if rec.RmgrInfo()&0x70 == wal.XLogXactCommit && c.Decode(rec) == nil && c.Invals.Len() > 0 {
+			d.Boundary = &Boundary{NextLSN: rec.Next, DrainXID: rec.Header.XID}
+		}
+		return d, nil
+	}
+	return Decision{}, nil
+}
+
+func (fakeDecider) NoopRecord(dst []byte, rec *wal.Record) []byte {
+	dst = append(dst, make([]byte, rec.Header.TotLen)...)
+	binary.LittleEndian.PutUint32(dst[0:], rec.Header.TotLen)
+	binary.LittleEndian.PutUint64(dst[8:], uint64(rec.Header.Prev))
+	dst[16], dst[17] = 0x20, byte(wal.RmgrXLOG)
+	body := int(rec.Header.TotLen) - wal.RecordHeaderSize
+	if body-2 <= 255 {
+		dst[24], dst[25] = 255, byte(body-2)
+	} else {
+		dst[24] = 254
+		binary.LittleEndian.PutUint32(dst[25:], uint32(body-5))
+	}
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	c := crc32.Update(crc32.Update(0, tab, dst[24:]), tab, dst[:20])
+	binary.LittleEndian.PutUint32(dst[20:], c)
+	return dst
+}
+
+// fakeShadow records what is published and "applies" it at once, unless
+// frozen; it checks nothing is published past a held boundary.
+type fakeShadow struct {
+	mu        sync.Mutex
+	start     wal.LSN
+	wire      []byte
+	holdLimit wal.LSN // while non-zero, publishing beyond it is a bug
+	t         *testing.T
+}
+
+func (s *fakeShadow) Publish(start wal.LSN, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if start != s.start+wal.LSN(len(s.wire)) {
+		s.t.Errorf("publish at %s, expected %s", start, s.start+wal.LSN(len(s.wire)))
+	}
+	if s.holdLimit != 0 && start+wal.LSN(len(b)) > s.holdLimit {
+		s.t.Errorf("published through %s during the hold at %s", start+wal.LSN(len(b)), s.holdLimit)
+	}
+	s.wire = append(s.wire, b...)
+}
+
+func (s *fakeShadow) WaitApply(ctx context.Context, lsn wal.LSN) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.start+wal.LSN(len(s.wire)) < lsn-7 { // padding after the record may not have arrived
+		s.t.Errorf("hold at %s but only %s published", lsn, s.start+wal.LSN(len(s.wire)))
+	}
+	return nil
+}
+
+type memSink struct{ segs map[wal.LSN][]byte }
+
+func (m *memSink) WriteSegment(start wal.LSN, data []byte) error {
+	m.segs[start] = append([]byte(nil), data...)
+	return nil
+}
+
+func fixture(t *testing.T) ([]byte, wal.LSN) {
+	files, err := wal.SegmentFiles(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		all = append(all, b...)
+	}
+	n, _ := wal.ParseSegmentName(filepath.Base(files[0]))
+	start, _ := n.StartLSN(1 << 20)
+	return all, start
+}
+
+func TestPumpFiltersHoldsAndBatches(t *testing.T) {
+	all, start := fixture(t)
+	shadow := &fakeShadow{start: start, t: t}
+	sink := &memSink{segs: map[wal.LSN][]byte{}}
+	out := make(chan *Batch, 1)
+	p, err := NewPump(start, PumpConfig{SegmentSize: 1 << 20, MaxBatchRecords: 100}, fakeDecider{}, shadow, sink, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var batches []*Batch
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range out {
+			if b.Boundary != nil {
+				shadow.mu.Lock()
+				shadow.holdLimit = b.Boundary.NextLSN
+				shadow.mu.Unlock()
+				time.Sleep(time.Millisecond) // the pump must stay parked meanwhile
+				shadow.mu.Lock()
+				shadow.holdLimit = 0
+				shadow.mu.Unlock()
+				b.Release()
+			}
+			batches = append(batches, b)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for rest := all[:validEnd(t, all, start)-start]; len(rest) > 0; {
+		n := min(1+rng.IntN(200_000), len(rest))
+		if err := p.Feed(ctx, rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	p.FlushIdle(ctx)
+	close(out)
+	<-done
+
+	// Batches: WAL order, boundaries end batches, sizes bounded.
+	var last wal.LSN
+	var boundaries, items int
+	for _, b := range batches {
+		for i, it := range b.Items {
+			if it.Record.LSN <= last {
+				t.Fatalf("items out of order at %s", it.Record.LSN)
+			}
+			last = it.Record.LSN
+			if it.Decision.Boundary != nil && i != len(b.Items)-1 {
+				t.Fatalf("boundary at %s does not end its batch", it.Record.LSN)
+			}
+		}
+		items += len(b.Items)
+		if b.Boundary != nil {
+			boundaries++
+		}
+		if len(b.Items) > 100 {
+			t.Fatalf("batch of %d items", len(b.Items))
+		}
+	}
+	if boundaries < 10 || p.Stats().Holds != int64(boundaries) {
+		t.Fatalf("%d boundaries, %d holds", boundaries, p.Stats().Holds)
+	}
+	// The wire the shadow got re-parses, record for record, with every heap
+	// record turned into a NOOP of the same length at the same LSN.
+	sr, _ := wal.NewStreamReader(start, wal.StreamOptions{})
+	sr.Push(shadow.wire)
+	orig, _ := wal.NewStreamReader(start, wal.StreamOptions{})
+	orig.Push(all)
+	var noops int
+	for {
+		a, errA := orig.Next()
+		if errA != nil {
+			break
+		}
+		aLSN, aLen, aRm := a.LSN, a.Header.TotLen, a.Header.RmID
+		b, errB := sr.Next()
+		if errB != nil {
+			t.Fatalf("filtered wire at %s: %v", aLSN, errB)
+		}
+		if b.LSN != aLSN || b.Header.TotLen != aLen {
+			t.Fatalf("filtered record %s/%d, original %s/%d", b.LSN, b.Header.TotLen, aLSN, aLen)
+		}
+		if aRm == wal.RmgrHeap || aRm == wal.RmgrHeap2 {
+			if b.Header.RmID != wal.RmgrXLOG || b.RmgrInfo() != 0x20 {
+				t.Fatalf("heap record at %s not a NOOP", aLSN)
+			}
+			noops++
+		}
+	}
+	if noops == 0 || int64(noops) != p.Stats().NoopRecords {
+		t.Fatalf("%d NOOPs in the wire, pump counted %d", noops, p.Stats().NoopRecords)
+	}
+	// The first segment was sealed to the sink with the same filtered bytes.
+	seg := sink.segs[start]
+	if len(seg) != 1<<20 || string(seg) != string(shadow.wire[:1<<20]) {
+		t.Fatalf("archived segment differs from the published wire (%d bytes)", len(seg))
+	}
+	t.Logf("%d batches, %d items, %d boundaries, %d NOOPs", len(batches), items, boundaries, noops)
+}
+
+// validEnd is where the fixture's valid WAL ends (its tail is zeros).
+func validEnd(t *testing.T, all []byte, start wal.LSN) wal.LSN {
+	sr, _ := wal.NewStreamReader(start, wal.StreamOptions{})
+	sr.Push(all)
+	var end wal.LSN
+	for {
+		rec, err := sr.Next()
+		if err != nil {
+			if !wal.IsKind(err, wal.KindEndOfWAL) {
+				t.Fatal(err)
+			}
+			return end
+		}
+		end = rec.Next
+	}
+}
+
+func TestPumpHoldTimeout(t *testing.T) {
+	all, start := fixture(t)
+	out := make(chan *Batch, 100)
+	p, _ := NewPump(start, PumpConfig{SegmentSize: 1 << 20, HoldTimeout: 50 * time.Millisecond}, fakeDecider{},
+		&fakeShadow{start: start, t: t}, &memSink{segs: map[wal.LSN][]byte{}}, out)
+	err := p.Feed(context.Background(), all[:1<<20])
+	if err == nil || !errorsIs(err, ErrHoldTimeout) {
+		t.Fatalf("err = %v, want a hold timeout (nobody releases the boundary)", err)
+	}
+}

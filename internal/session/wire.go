@@ -1,0 +1,140 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// wireBuffer holds the source's WAL bytes, segment by segment, from the
+// oldest segment not yet sealed to the newest byte received. The filter
+// rewrites user records in place (NOOP), the walsender publishes decided
+// bytes from it, and a segment is sealed (archived) once every record that
+// ends inside it has been decided.
+//
+// Segments are whole-segment buffers reused through a small free list, so a
+// steady stream allocates nothing.
+type wireBuffer struct {
+	segSize uint32
+	segs    []*wireSegment // ascending by start, contiguous
+	free    [][]byte
+	end     wal.LSN // LSN of the next byte to append
+}
+
+type wireSegment struct {
+	start wal.LSN
+	data  []byte // len == bytes received so far
+}
+
+func newWireBuffer(start wal.LSN, segSize uint32) (*wireBuffer, error) {
+	if start%wal.LSN(segSize) != 0 {
+		return nil, fmt.Errorf("wire buffer must start at a segment boundary, not %s", start)
+	}
+	return &wireBuffer{segSize: segSize, end: start}, nil
+}
+
+// End is the LSN after the last byte appended.
+func (w *wireBuffer) End() wal.LSN { return w.end }
+
+// Start is the LSN of the oldest byte held.
+func (w *wireBuffer) Start() wal.LSN {
+	if len(w.segs) == 0 {
+		return w.end
+	}
+	return w.segs[0].start
+}
+
+// Append adds bytes that continue the stream at End.
+func (w *wireBuffer) Append(data []byte) {
+	for len(data) > 0 {
+		off := int(w.end % wal.LSN(w.segSize))
+		if off == 0 || len(w.segs) == 0 {
+			w.segs = append(w.segs, &wireSegment{start: w.end - wal.LSN(off), data: w.newSegment()[:off]})
+		}
+		seg := w.segs[len(w.segs)-1]
+		n := min(len(data), int(w.segSize)-off)
+		seg.data = append(seg.data, data[:n]...)
+		data = data[n:]
+		w.end += wal.LSN(n)
+	}
+}
+
+func (w *wireBuffer) newSegment() []byte {
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b[:0]
+	}
+	return make([]byte, 0, w.segSize)
+}
+
+// segmentFor returns the held segment containing lsn, or nil.
+func (w *wireBuffer) segmentFor(lsn wal.LSN) *wireSegment {
+	if len(w.segs) == 0 || lsn < w.segs[0].start {
+		return nil
+	}
+	i := int((lsn - w.segs[0].start) / wal.LSN(w.segSize))
+	if i >= len(w.segs) {
+		return nil
+	}
+	return w.segs[i]
+}
+
+// WriteAt overwrites already appended bytes starting at lsn (the NOOP
+// rewrite of a record, one contiguous piece at a time).
+func (w *wireBuffer) WriteAt(lsn wal.LSN, b []byte) error {
+	for len(b) > 0 {
+		seg := w.segmentFor(lsn)
+		off := int(lsn - seg.startOr(lsn))
+		if seg == nil || off+min(len(b), int(w.segSize)-off) > len(seg.data) {
+			return fmt.Errorf("rewriting %d bytes at %s: outside the held wire bytes [%s, %s)", len(b), lsn, w.Start(), w.end)
+		}
+		n := copy(seg.data[off:], b)
+		b = b[n:]
+		lsn += wal.LSN(n)
+	}
+	return nil
+}
+
+func (s *wireSegment) startOr(lsn wal.LSN) wal.LSN {
+	if s == nil {
+		return lsn
+	}
+	return s.start
+}
+
+// Range calls fn with the held bytes of [from, to), one piece per segment.
+func (w *wireBuffer) Range(from, to wal.LSN, fn func(start wal.LSN, b []byte) error) error {
+	if from < w.Start() || to > w.end || from > to {
+		return fmt.Errorf("wire range [%s, %s) outside the held bytes [%s, %s)", from, to, w.Start(), w.end)
+	}
+	for from < to {
+		seg := w.segmentFor(from)
+		off := int(from - seg.start)
+		n := min(int(to-from), len(seg.data)-off)
+		if err := fn(from, seg.data[off:off+n]); err != nil {
+			return err
+		}
+		from += wal.LSN(n)
+	}
+	return nil
+}
+
+// SealThrough hands every complete segment that ends at or below decided to
+// seal (in order) and releases it. A segment is complete when all its bytes
+// have arrived.
+func (w *wireBuffer) SealThrough(decided wal.LSN, seal func(start wal.LSN, data []byte) error) error {
+	for len(w.segs) > 0 {
+		seg := w.segs[0]
+		if seg.start+wal.LSN(w.segSize) > decided || len(seg.data) < int(w.segSize) {
+			return nil
+		}
+		if err := seal(seg.start, seg.data); err != nil {
+			return err
+		}
+		w.free = append(w.free, seg.data)
+		w.segs[0] = nil
+		w.segs = w.segs[1:]
+	}
+	return nil
+}
