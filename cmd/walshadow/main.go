@@ -1,6 +1,7 @@
 // Command walshadow is the walshadow distribution: a Benthos binary with
-// benthos' own pure and io components plus walshadow's (registered by later
-// packages), and walshadow's own subcommands (`wal stats`).
+// benthos' own pure and io components plus walshadow's (the
+// pg_physical_wal input and the walshadow session resource), and walshadow's
+// own subcommands (`wal stats`).
 package main
 
 import (
@@ -10,6 +11,8 @@ import (
 
 	_ "github.com/redpanda-data/benthos/v4/public/components/io"
 	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+
+	_ "github.com/walshadow/walshadow/input"
 )
 
 // Set at build time with -ldflags "-X main.Version=... -X main.DateBuilt=...".
@@ -19,10 +22,21 @@ var (
 )
 
 func main() {
-	service.RunCLI(context.Background(),
+	service.RunCLI(context.Background(), cliOptions()...)
+}
+
+// cliOptions configures the Benthos CLI as walshadow's distribution.
+func cliOptions() []service.CLIOptFunc {
+	env := service.GlobalEnvironment()
+	return []service.CLIOptFunc{
+		// The default schema leaves out custom resources: use the full one
+		// so `lint` and `run` know the walshadow resource.
+		service.CLIOptSetMainSchemaFrom(func() *service.ConfigSchema {
+			return env.FullConfigSchema(Version, DateBuilt)
+		}),
 		service.CLIOptSetBinaryName("walshadow"),
 		service.CLIOptSetProductName("walshadow"),
 		service.CLIOptSetVersion(Version, DateBuilt),
 		service.CLIOptAddCommand(walCommand()),
-	)
+	}
 }

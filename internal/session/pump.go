@@ -35,7 +35,7 @@ type Decider interface {
 	Decide(rec *wal.Record) (Decision, error)
 	// NoopRecord returns the same-length XLOG_NOOP that replaces rec for
 	// the shadow, contiguous (page headers not included).
-	NoopRecord(dst []byte, rec *wal.Record) []byte
+	NoopRecord(dst []byte, rec *wal.Record) ([]byte, error)
 }
 
 // ShadowFeed is the walsender side: it publishes filtered wire bytes to the
@@ -183,7 +183,10 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	}
 	p.stats.Records++
 	if d.Noop {
-		p.noopBuf = p.decider.NoopRecord(p.noopBuf[:0], rec)
+		p.noopBuf, err = p.decider.NoopRecord(p.noopBuf[:0], rec)
+		if err != nil {
+			return fmt.Errorf("rewriting the record at %s as XLOG_NOOP: %w", rec.LSN, err)
+		}
 		if err := p.scatter(rec.LSN, p.noopBuf); err != nil {
 			return err
 		}
@@ -264,6 +267,17 @@ func (p *Pump) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// flushTail hands every held segment, complete or not, to fn (used when a
+// finite input ends: the bootstrap WAL's last segment is never complete).
+func (p *Pump) flushTail(fn func(start wal.LSN, data []byte) error) error {
+	for _, seg := range p.wire.segs {
+		if err := fn(seg.start, seg.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // FlushIdle hands over a partial batch; the session calls it when no bytes

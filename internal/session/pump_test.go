@@ -35,7 +35,7 @@ func (fakeDecider) Decide(rec *wal.Record) (Decision, error) {
 	return Decision{}, nil
 }
 
-func (fakeDecider) NoopRecord(dst []byte, rec *wal.Record) []byte {
+func (fakeDecider) NoopRecord(dst []byte, rec *wal.Record) ([]byte, error) {
 	dst = append(dst, make([]byte, rec.Header.TotLen)...)
 	binary.LittleEndian.PutUint32(dst[0:], rec.Header.TotLen)
 	binary.LittleEndian.PutUint64(dst[8:], uint64(rec.Header.Prev))
@@ -50,7 +50,7 @@ func (fakeDecider) NoopRecord(dst []byte, rec *wal.Record) []byte {
 	tab := crc32.MakeTable(crc32.Castagnoli)
 	c := crc32.Update(crc32.Update(0, tab, dst[24:]), tab, dst[:20])
 	binary.LittleEndian.PutUint32(dst[20:], c)
-	return dst
+	return dst, nil
 }
 
 // fakeShadow records what is published and "applies" it at once, unless

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// lint runs `walshadow lint` in-process on yaml and returns its exit code.
+func lint(t *testing.T, yaml string, env ...string) int {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(env); i += 2 {
+		t.Setenv(env[i], env[i+1])
+	}
+	opts := append(cliOptions(), service.CLIOptSetArgs("walshadow", "lint", path))
+	code, err := service.RunCLIToCode(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+const sessionYAML = `
+walshadow:
+  - label: main
+    source_dsn: ${PG_SOURCE_DSN}
+    state_dir: ${WALSHADOW_STATE_DIR:./var/walshadow}
+input:
+  pg_physical_wal:
+    session: main
+output:
+  drop: {}
+`
+
+func TestLintSessionConfig(t *testing.T) {
+	if code := lint(t, sessionYAML, "PG_SOURCE_DSN", "postgres://u@localhost/app"); code != 0 {
+		t.Fatalf("valid config: exit %d", code)
+	}
+	os.Unsetenv("PG_SOURCE_DSN")
+	if code := lint(t, sessionYAML); code == 0 {
+		t.Fatal("missing PG_SOURCE_DSN passed lint")
+	}
+	noStateDir := `
+walshadow:
+  - label: main
+    source_dsn: postgres://u@localhost/app
+input:
+  pg_physical_wal:
+    session: main
+output:
+  drop: {}
+`
+	if code := lint(t, noStateDir); code == 0 {
+		t.Fatal("missing state_dir passed lint")
+	}
+	emptyDSN := `
+walshadow:
+  - label: main
+    source_dsn: ""
+    state_dir: /tmp/x
+input:
+  pg_physical_wal:
+    session: main
+output:
+  drop: {}
+`
+	if code := lint(t, emptyDSN); code == 0 {
+		t.Fatal("empty source_dsn passed lint")
+	}
+	typo := `
+walshadow:
+  - label: main
+    source_dsn: postgres://u@localhost/app
+    state_dir: /tmp/x
+    hold_timout: 5s
+input:
+  pg_physical_wal:
+    session: main
+output:
+  drop: {}
+`
+	if code := lint(t, typo); code == 0 {
+		t.Fatal("misspelt field passed lint")
+	}
+}

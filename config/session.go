@@ -1,0 +1,161 @@
+// Package config holds the configuration specs shared by walshadow's Benthos
+// components: the `walshadow` custom resource (one source session) and the
+// fields the input, processor and output use to refer to it.
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// ResourceType is the top-level YAML key of walshadow's custom resource.
+const ResourceType = "walshadow"
+
+// Field names of the walshadow resource.
+const (
+	FieldSourceDSN       = "source_dsn"
+	FieldStateDir        = "state_dir"
+	FieldSlot            = "slot"
+	FieldSlotName        = "name"
+	FieldSlotCreate      = "create"
+	FieldShadow          = "shadow"
+	FieldShadowBinDir    = "bin_dir"
+	FieldShadowOSUser    = "os_user"
+	FieldShadowPort      = "port"
+	FieldHoldTimeout     = "hold_timeout"
+	FieldStatusInterval  = "status_interval"
+	FieldMaxBatchRecords = "max_batch_records"
+	FieldRetention       = "archive_retention_bytes"
+	FieldSlowThreshold   = "walsender_slow_threshold_bytes"
+
+	// FieldSession is how components name the session they belong to.
+	FieldSession = "session"
+)
+
+// Session is the parsed walshadow resource.
+type Session struct {
+	SourceDSN       string
+	StateDir        string
+	SlotName        string
+	CreateSlot      bool
+	ShadowBinDir    string
+	ShadowOSUser    string
+	ShadowPort      int
+	HoldTimeout     time.Duration
+	StatusInterval  time.Duration
+	MaxBatchRecords int
+	RetentionBytes  int64
+	SlowThreshold   int64
+}
+
+// SessionSpec is the config spec of the walshadow resource.
+func SessionSpec() *service.ConfigSpec {
+	return service.NewConfigSpec().
+		Beta().
+		Summary("One walshadow source session: a physical replication stream from a PostgreSQL source, the catalog-only shadow standby it feeds, and the state directory that makes it restartable.").
+		Description(`
+The session connects to the source with a physical replication connection
+(no logical decoding), bootstraps a catalog-only shadow standby under
+`+"`state_dir/shadow`"+` on first start (one BASE_BACKUP whose user relation
+files are never written to disk), and feeds it the source's WAL with every
+user-data record replaced by a same-length XLOG_NOOP, so the shadow's LSNs
+equal the source's while its disk holds catalogs only.
+
+The `+"`pg_physical_wal`"+` input names the session by its label.`).
+		Fields(
+			service.NewStringField(FieldSourceDSN).
+				Description("Connection string of the source PostgreSQL (libpq URL or key=value form). The role needs the REPLICATION attribute. TLS and password/SCRAM authentication are taken from it.").
+				Example("postgres://walshadow:secret@db.internal:5432/app?sslmode=verify-full").
+				LintRule(`root = if this.or("") == "" { ["source_dsn must name the source PostgreSQL"] }`).
+				Secret(),
+			service.NewStringField(FieldStateDir).
+				Description("Directory holding everything walshadow keeps between runs: the shadow data directory, the filtered WAL archive and the resume state. Never share it between sessions.").
+				Example("./var/walshadow").
+				LintRule(`root = if this.or("") == "" { ["state_dir must name a directory"] }`),
+			service.NewObjectField(FieldSlot,
+				service.NewStringField(FieldSlotName).
+					Description("Physical replication slot on the source. Empty streams without a slot: the source then keeps WAL only as its wal_keep_size allows, and a long outage can lose the position.").
+					Default("walshadow"),
+				service.NewBoolField(FieldSlotCreate).
+					Description("Create the slot (idempotently) when it does not exist.").
+					Default(true),
+			).Description("Replication slot settings."),
+			service.NewObjectField(FieldShadow,
+				service.NewStringField(FieldShadowBinDir).
+					Description("Directory of the PostgreSQL server binaries of the source's major version (initdb, postgres, pg_ctl, pg_controldata).").
+					Default("/usr/lib/postgresql/15/bin"),
+				service.NewStringField(FieldShadowOSUser).
+					Description("Operating-system user the shadow runs as when walshadow runs as root (PostgreSQL refuses to run as root).").
+					Default("postgres").Advanced(),
+				service.NewIntField(FieldShadowPort).
+					Description("Port number of the shadow's unix socket (it listens on no TCP address).").
+					Default(54329).Advanced(),
+			).Description("The catalog-only shadow standby."),
+			service.NewDurationField(FieldHoldTimeout).
+				Description("Longest a catalog boundary may hold publication while the shadow applies it. Must be below the source's wal_sender_timeout.").
+				Default("30s").Advanced(),
+			service.NewDurationField(FieldStatusInterval).
+				Description("How often standby status (write/flush/apply positions) is sent to the source.").
+				Default("10s").Advanced(),
+			service.NewIntField(FieldMaxBatchRecords).
+				Description("Most records in one batch emitted by the input.").
+				Default(1024).Advanced(),
+			service.NewIntField(FieldRetention).
+				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
+				Default(256 << 20).Advanced(),
+			service.NewIntField(FieldSlowThreshold).
+				Description("A shadow walreceiver that falls this many bytes behind is disconnected; it catches up from the archive.").
+				Default(64 << 20).Advanced(),
+		)
+	// Rules sit on the fields: a custom resource's spec-level lint rule is
+	// not applied by benthos.
+}
+
+// ParseSession reads a walshadow resource.
+func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
+	get := func(fn func() error) {
+		if err == nil {
+			err = fn()
+		}
+	}
+	get(func() (e error) { s.SourceDSN, e = conf.FieldString(FieldSourceDSN); return })
+	get(func() (e error) { s.StateDir, e = conf.FieldString(FieldStateDir); return })
+	get(func() (e error) { s.SlotName, e = conf.FieldString(FieldSlot, FieldSlotName); return })
+	get(func() (e error) { s.CreateSlot, e = conf.FieldBool(FieldSlot, FieldSlotCreate); return })
+	get(func() (e error) { s.ShadowBinDir, e = conf.FieldString(FieldShadow, FieldShadowBinDir); return })
+	get(func() (e error) { s.ShadowOSUser, e = conf.FieldString(FieldShadow, FieldShadowOSUser); return })
+	get(func() (e error) { s.ShadowPort, e = conf.FieldInt(FieldShadow, FieldShadowPort); return })
+	get(func() (e error) { s.HoldTimeout, e = conf.FieldDuration(FieldHoldTimeout); return })
+	get(func() (e error) { s.StatusInterval, e = conf.FieldDuration(FieldStatusInterval); return })
+	get(func() (e error) { s.MaxBatchRecords, e = conf.FieldInt(FieldMaxBatchRecords); return })
+	get(func() (e error) {
+		var n int
+		n, e = conf.FieldInt(FieldRetention)
+		s.RetentionBytes = int64(n)
+		return
+	})
+	get(func() (e error) {
+		var n int
+		n, e = conf.FieldInt(FieldSlowThreshold)
+		s.SlowThreshold = int64(n)
+		return
+	})
+	if err != nil {
+		return s, err
+	}
+	switch {
+	case s.SourceDSN == "":
+		return s, fmt.Errorf("%s: empty; it must name the source PostgreSQL", FieldSourceDSN)
+	case s.StateDir == "":
+		return s, fmt.Errorf("%s: empty; it must name a directory", FieldStateDir)
+	case s.HoldTimeout <= 0:
+		return s, fmt.Errorf("%s: must be positive", FieldHoldTimeout)
+	case s.MaxBatchRecords <= 0:
+		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchRecords)
+	case s.ShadowPort <= 0 || s.ShadowPort > 65535:
+		return s, fmt.Errorf("%s.%s: %d is not a port number", FieldShadow, FieldShadowPort, s.ShadowPort)
+	}
+	return s, nil
+}

@@ -1,0 +1,58 @@
+package session
+
+import (
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// sessionMetrics are the walshadow_* series a session exports. Every
+// method is nil-safe, as benthos' metric types are.
+type sessionMetrics struct {
+	receivedLSN, publishedLSN, shadowReplayLSN, resumeLSN *service.MetricGauge
+	records                                               *service.MetricCounter
+	holds, holdSeconds, shadowRestarts                    *service.MetricCounter
+	applyLagBytes                                         *service.MetricGauge
+
+	last         PumpStats
+	lastRestarts int64
+}
+
+func newSessionMetrics(m *service.Metrics) *sessionMetrics {
+	if m == nil {
+		return &sessionMetrics{}
+	}
+	return &sessionMetrics{
+		receivedLSN:     m.NewGauge("walshadow_source_received_lsn"),
+		publishedLSN:    m.NewGauge("walshadow_published_lsn"),
+		shadowReplayLSN: m.NewGauge("walshadow_shadow_replay_lsn"),
+		resumeLSN:       m.NewGauge("walshadow_resume_lsn"),
+		applyLagBytes:   m.NewGauge("walshadow_shadow_apply_lag_bytes"),
+		records:         m.NewCounter("walshadow_filter_records_total", "route"),
+		holds:           m.NewCounter("walshadow_catalog_boundary_holds_total"),
+		holdSeconds:     m.NewCounter("walshadow_catalog_boundary_hold_seconds_total"),
+		shadowRestarts:  m.NewCounter("walshadow_shadow_restarts_total"),
+	}
+}
+
+// observe publishes the pump's counters as deltas since the last call.
+func (sm *sessionMetrics) observe(st PumpStats, published, shadowApply wal.LSN) {
+	if sm.records == nil {
+		sm.last = st
+		return
+	}
+	sm.records.Incr(st.NoopRecords-sm.last.NoopRecords, "user")
+	sm.records.Incr((st.Records-st.NoopRecords)-(sm.last.Records-sm.last.NoopRecords), "shadow")
+	sm.holds.Incr(st.Holds - sm.last.Holds)
+	// Whole seconds of the running total, so short holds are not rounded away.
+	sm.holdSeconds.Incr(int64(st.HoldTime/time.Second) - int64(sm.last.HoldTime/time.Second))
+	sm.receivedLSN.Set(int64(st.Received))
+	sm.publishedLSN.Set(int64(published))
+	sm.shadowReplayLSN.Set(int64(shadowApply))
+	if published >= shadowApply && shadowApply != 0 {
+		sm.applyLagBytes.Set(int64(published - shadowApply))
+	}
+	sm.last = st
+}

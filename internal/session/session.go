@@ -1,0 +1,520 @@
+// Package session runs one walshadow source session: the physical
+// replication stream from the source, the filter, the catalog-only shadow
+// standby fed through walshadow's own walsender and a filtered-segment
+// archive, and the publication hold at catalog boundaries. The
+// pg_physical_wal input reads its batches; later components (the decode
+// processor) take part in its holds.
+//
+// State directory layout:
+//
+//	state_dir/
+//	  progress.json   identity and resume LSN (atomic, checksummed)
+//	  shadow/         the shadow's data directory (owned by the shadow's OS user)
+//	  archive/        filtered WAL segments, the shadow's restore_command source
+//	  run/            the walsender's unix socket
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/filter"
+	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/source"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// ErrClosed is returned by Next once the session has been closed.
+var ErrClosed = errors.New("walshadow session closed")
+
+// Session is one source session. Start is idempotent; Next hands out
+// batches in WAL order; Ack marks a batch delivered downstream.
+type Session struct {
+	cfg config.Session
+	log *slog.Logger
+	m   *sessionMetrics
+
+	// SelfRelease: release each boundary as soon as the shadow has applied
+	// it (no processor takes part in holds yet). Tests turn it off to act
+	// as the processor.
+	SelfRelease bool
+
+	startMu sync.Mutex
+	running bool
+	fatal   error // sticky: a session that failed this way never restarts
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	batches  chan *Batch
+	closedCh chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	pending   []*Batch // handed out by Next, not acknowledged yet, in order
+	closed    bool
+	runErr    error
+	parts     *parts
+	startLSN  wal.LSN
+	lastSaved wal.LSN
+}
+
+// parts are the running pieces, set by Start.
+type parts struct {
+	stream    *source.Stream
+	walsender *source.Walsender
+	archive   *source.Archive
+	shadow    *shadow.Shadow
+	pump      *Pump
+	filter    *filter.Filter
+	identity  source.Identity
+	segSize   uint32
+	boot      *shadow.BootstrapResult
+}
+
+// New returns a session that starts on the first Start.
+func New(cfg config.Session, logger *service.Logger, metrics *service.Metrics) *Session {
+	return &Session{
+		cfg:         cfg,
+		log:         slog.New(newBenthosHandler(logger)),
+		m:           newSessionMetrics(metrics),
+		SelfRelease: true,
+		batches:     make(chan *Batch, 4),
+		closedCh:    make(chan struct{}),
+	}
+}
+
+// Dirs of the state directory.
+func (s *Session) shadowDir() string  { return filepath.Join(s.cfg.StateDir, "shadow") }
+func (s *Session) archiveDir() string { return filepath.Join(s.cfg.StateDir, "archive") }
+func (s *Session) runDir() string     { return filepath.Join(s.cfg.StateDir, "run") }
+
+// Start brings the session up: bootstrap or resume the shadow, open the
+// archive and the walsender, start the shadow, connect to the source and
+// run the pump. A failure that a retry cannot fix (another source, a lost
+// resume point, a corrupt state file) is returned again by every later call.
+func (s *Session) Start(ctx context.Context) error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if s.fatal != nil {
+		return s.fatal
+	}
+	s.mu.Lock()
+	closed, runErr := s.closed, s.runErr
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if s.running && runErr == nil {
+		return nil
+	}
+	if s.running {
+		s.stopLocked()
+	}
+	if err := s.start(ctx); err != nil {
+		s.stopLocked()
+		if isPermanent(err) {
+			s.fatal = err
+		}
+		return err
+	}
+	s.running = true
+	return nil
+}
+
+// isPermanent tells errors a reconnect cannot cure.
+func isPermanent(err error) bool {
+	var idErr *source.IdentityMismatchError
+	var walErr *source.WALRemovedError
+	return errors.As(err, &idErr) || errors.As(err, &walErr) || errors.Is(err, errCorruptState)
+}
+
+var errCorruptState = errors.New("corrupt state")
+
+func (s *Session) start(ctx context.Context) error {
+	if err := os.MkdirAll(s.cfg.StateDir, 0o711); err != nil {
+		return fmt.Errorf("creating state_dir: %w", err)
+	}
+	prog, err := loadProgress(s.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errCorruptState, err)
+	}
+	pcfg, err := pgconn.ParseConfig(s.cfg.SourceDSN)
+	if err != nil {
+		return fmt.Errorf("%w: %s cannot be parsed as a PostgreSQL connection string", errCorruptState, config.FieldSourceDSN)
+	}
+
+	// 1. The shadow's data directory: bootstrapped once, resumed after.
+	p := &parts{}
+	boot, err := shadow.Bootstrap(ctx, shadow.BootstrapConfig{
+		SourceDSN:    s.cfg.SourceDSN,
+		Dir:          s.shadowDir(),
+		OSUser:       s.cfg.ShadowOSUser,
+		FollowedDB:   pcfg.Database,
+		BinDir:       s.cfg.ShadowBinDir,
+		Logger:       s.log,
+		TransformWAL: nil, // filtered after the fact, see filterShadowWAL
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrapping the shadow: %w", err)
+	}
+	p.boot = boot
+	p.segSize = uint32(boot.WALSegmentSize)
+	if !boot.Resumed {
+		s.log.Info("bootstrapped the catalog-only shadow", "dir", s.shadowDir(),
+			"backup_start", boot.StartLSN.String(), "backup_end", boot.EndLSN.String())
+	}
+	// The backup window's WAL holds user records too: NOOP them before the
+	// shadow replays them, so it never needs a user page. Idempotent, so it
+	// runs at every start (a crash right after bootstrap is covered).
+	if err := filterShadowWAL(ctx, filepath.Join(s.shadowDir(), "pg_wal"), boot, p.segSize); err != nil {
+		return fmt.Errorf("filtering the shadow's WAL: %w", err)
+	}
+
+	// 2. Identity and where to start.
+	p.identity = source.Identity{SystemID: boot.SystemID, Timeline: boot.Timeline}
+	start := boot.WALEnd
+	if prog != nil {
+		sys, _ := strconv.ParseUint(prog.SystemID, 10, 64)
+		stored := source.Identity{SystemID: sys, Timeline: prog.Timeline}
+		if err := source.CheckIdentity(p.identity, stored); err != nil {
+			return fmt.Errorf("%w: state_dir %s: the shadow and progress.json disagree: %v", errCorruptState, s.cfg.StateDir, err)
+		}
+		start = prog.ResumeLSN
+	}
+	start -= start % wal.LSN(p.segSize)
+
+	// 3. Archive and walsender.
+	if p.archive, err = source.OpenArchive(source.ArchiveConfig{Dir: s.archiveDir(), SegmentSize: p.segSize, ReaderGroup: s.cfg.ShadowOSUser}); err != nil {
+		return err
+	}
+	p.walsender, err = source.NewWalsender(source.WalsenderConfig{
+		SocketDir:     s.runDir(),
+		Port:          s.cfg.ShadowPort,
+		SocketOwner:   s.cfg.ShadowOSUser,
+		SystemID:      boot.SystemID,
+		Timeline:      boot.Timeline,
+		SegmentSize:   p.segSize,
+		PGVersionNum:  boot.ServerVersionNum,
+		Archive:       p.archive,
+		SlowThreshold: int(s.cfg.SlowThreshold),
+		Logger:        s.log,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := p.walsender.Serve(runCtx); err != nil && runCtx.Err() == nil {
+			s.failRun(fmt.Errorf("walsender for the shadow: %w", err))
+		}
+	}()
+
+	// 4. The shadow, fed by the walsender, backed by the archive.
+	p.shadow, err = shadow.New(shadow.ShadowConfig{
+		Dir:              s.shadowDir(),
+		OSUser:           s.cfg.ShadowOSUser,
+		BinDir:           s.cfg.ShadowBinDir,
+		Port:             s.cfg.ShadowPort,
+		PrimarySocketDir: s.runDir(),
+		PrimaryPort:      s.cfg.ShadowPort,
+		RestoreCommand:   p.archive.RestoreCommand(),
+		Logger:           s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.setParts(p)
+	if err := p.shadow.Start(ctx); err != nil {
+		return fmt.Errorf("starting the shadow: %w", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := p.shadow.Supervise(runCtx); err != nil && runCtx.Err() == nil {
+			s.failRun(fmt.Errorf("supervising the shadow: %w", err))
+		}
+	}()
+
+	// 5. The source stream.
+	if s.cfg.SlotName == "" {
+		s.log.Warn("streaming without a replication slot: the source keeps WAL only as wal_keep_size allows, and a long outage can lose the resume point")
+	}
+	p.stream, err = source.OpenStream(ctx, source.StreamConfig{
+		DSN:            s.cfg.SourceDSN,
+		Slot:           s.cfg.SlotName,
+		CreateSlot:     s.cfg.CreateSlot,
+		Identity:       &p.identity,
+		StatusInterval: s.cfg.StatusInterval,
+		Logger:         s.log,
+	}, start)
+	if err != nil {
+		return fmt.Errorf("opening the source stream at %s: %w", start, err)
+	}
+	if timeout, err := p.stream.Client().WALSenderTimeout(ctx); err == nil && timeout > 0 && s.cfg.HoldTimeout >= timeout {
+		return fmt.Errorf("%s %s must be below the source's wal_sender_timeout %s: the source drops the connection during a longer hold", config.FieldHoldTimeout, s.cfg.HoldTimeout, timeout)
+	}
+
+	// 6. The filter, seeded with the catalogs' current filenodes, and the pump.
+	p.filter = filter.New(filter.Config{DbOid: boot.FollowedDBOID})
+	if err := seedCatalogs(ctx, p.filter.Tracker(), s.shadowDir(), s.cfg.SourceDSN); err != nil {
+		return err
+	}
+	p.pump, err = NewPump(start, PumpConfig{
+		SegmentSize:     p.segSize,
+		MaxBatchRecords: s.cfg.MaxBatchRecords,
+		HoldTimeout:     s.cfg.HoldTimeout,
+		SelfRelease:     s.SelfRelease,
+	}, filterDecider{p.filter}, p.walsender, p.archive.LSNSink(p.identity.Timeline), s.batches)
+	if err != nil {
+		return err
+	}
+	s.startLSN = start
+	s.log.Info("session started", "source", source.RedactDSN(s.cfg.SourceDSN), "start_lsn", start.String(),
+		"followed_db", pcfg.Database, "shadow", s.shadowDir())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.run(runCtx, p)
+	}()
+	go func() {
+		wg.Wait()
+		close(s.done)
+	}()
+	return nil
+}
+
+func (s *Session) setParts(p *parts) {
+	s.mu.Lock()
+	s.parts = p
+	s.runErr = nil
+	s.mu.Unlock()
+}
+
+// failRun records the error that stopped the session's goroutines.
+func (s *Session) failRun(err error) {
+	s.mu.Lock()
+	if s.runErr == nil {
+		s.runErr = err
+	}
+	s.mu.Unlock()
+	s.log.Error("session stopped", "error", err)
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+// run is the receive loop: chunks from the source through the pump, status
+// back to the source, progress to disk.
+func (s *Session) run(ctx context.Context, p *parts) {
+	const idle = 100 * time.Millisecond
+	lastTick := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, idle)
+		chunk, err := p.stream.Receive(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil:
+			if err := p.pump.Feed(ctx, chunk.Data); err != nil {
+				if ctx.Err() == nil {
+					s.failRun(err)
+				}
+				return
+			}
+		case errors.Is(err, context.DeadlineExceeded):
+			if err := p.pump.FlushIdle(ctx); err != nil {
+				return
+			}
+		default:
+			s.failRun(fmt.Errorf("receiving from the source: %w", err))
+			return
+		}
+		if time.Since(lastTick) >= idle {
+			lastTick = time.Now()
+			s.tick(ctx, p)
+		}
+	}
+}
+
+// tick reports positions to the source, persists the resume point, sweeps
+// the archive and updates metrics.
+func (s *Session) tick(ctx context.Context, p *parts) {
+	apply := p.walsender.ShadowApply()
+	floor := s.floor(p, apply)
+	p.stream.SetPositions(p.pump.NextByte(), floor, floor)
+	resume := floor - floor%wal.LSN(p.segSize)
+	if resume > s.lastSaved {
+		err := saveProgress(s.cfg.StateDir, Progress{
+			SystemID:  strconv.FormatUint(p.identity.SystemID, 10),
+			Timeline:  p.identity.Timeline,
+			ResumeLSN: resume,
+		})
+		if err != nil {
+			s.failRun(fmt.Errorf("saving progress: %w", err))
+			return
+		}
+		s.lastSaved = resume
+		if keep := s.archiveKeepFrom(p, apply); keep > 0 {
+			if _, err := p.archive.Sweep(keep); err != nil {
+				s.log.Warn("sweeping the archive", "error", err)
+			}
+		}
+	}
+	s.m.observe(p.pump.Stats(), p.walsender.Published(), apply)
+	s.m.resumeLSN.Set(int64(s.lastSaved))
+	s.m.shadowRestarts.Incr(p.shadow.Restarts() - s.m.lastRestarts)
+	s.m.lastRestarts = p.shadow.Restarts()
+}
+
+// floor is the resume floor: nothing before it is needed again. It is at
+// most the first LSN of any batch not acknowledged downstream, the pump's
+// decided position, and the shadow's apply position.
+func (s *Session) floor(p *parts, apply wal.LSN) wal.LSN {
+	f := p.pump.Decided()
+	s.mu.Lock()
+	if len(s.pending) > 0 {
+		f = min(f, s.pending[0].First)
+	}
+	s.mu.Unlock()
+	if apply == 0 {
+		return min(f, s.startLSN)
+	}
+	return min(f, apply)
+}
+
+// archiveKeepFrom keeps the archive's segments the shadow may still need:
+// everything from retention bytes behind its apply position.
+func (s *Session) archiveKeepFrom(p *parts, apply wal.LSN) wal.LSN {
+	keep := wal.LSN(s.cfg.RetentionBytes)
+	if apply <= keep {
+		return 0
+	}
+	return min(apply-keep, s.lastSaved)
+}
+
+// Next returns the next batch, blocking until one is ready, ctx ends, or
+// the session fails or closes. After a failure of the running session it
+// returns that error (wrapped in ErrStopped): Start may then be called again.
+func (s *Session) Next(ctx context.Context) (*Batch, error) {
+	s.mu.Lock()
+	done, runErr := s.done, s.runErr
+	s.mu.Unlock()
+	if runErr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStopped, runErr)
+	}
+	select {
+	case b := <-s.batches:
+		s.mu.Lock()
+		s.pending = append(s.pending, b)
+		s.mu.Unlock()
+		return b, nil
+	case <-s.closedCh:
+		return nil, ErrClosed
+	case <-done:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.runErr != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStopped, s.runErr)
+		}
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ErrStopped wraps the error that stopped a running session.
+var ErrStopped = errors.New("walshadow session stopped")
+
+// Ack marks a batch delivered downstream: the resume floor may pass it.
+func (s *Session) Ack(b *Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.pending {
+		if p == b {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			break
+		}
+	}
+	b.Release()
+}
+
+// Shadow gives access to the running shadow (nil before Start).
+func (s *Session) Shadow() *shadow.Shadow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts == nil {
+		return nil
+	}
+	return s.parts.shadow
+}
+
+// Stats reports the pump's counters and positions (zero before Start).
+func (s *Session) Stats() (PumpStats, wal.LSN, wal.LSN) {
+	s.mu.Lock()
+	p := s.parts
+	s.mu.Unlock()
+	if p == nil || p.pump == nil {
+		return PumpStats{}, 0, 0
+	}
+	return p.pump.Stats(), p.walsender.Published(), p.walsender.ShadowApply()
+}
+
+func (s *Session) stopLocked() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.done != nil {
+		<-s.done
+	}
+	s.mu.Lock()
+	p := s.parts
+	s.parts = nil
+	s.mu.Unlock()
+	if p != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if p.stream != nil {
+			p.stream.Close(ctx)
+		}
+		if p.shadow != nil {
+			if err := p.shadow.Stop(ctx); err != nil {
+				s.log.Warn("stopping the shadow", "error", err)
+			}
+		}
+		if p.walsender != nil {
+			p.walsender.Close()
+		}
+	}
+	s.cancel, s.done, s.running = nil, nil, false
+}
+
+// Close stops everything the session started.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closedCh)
+	}
+	s.mu.Unlock()
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.stopLocked()
+	return nil
+}

@@ -1,0 +1,174 @@
+package shadow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// markerVersion is the layout of CompleteMarker's JSON.
+const markerVersion = 1
+
+// markerJSON is CompleteMarker's content. LSNs are text and the system id a
+// decimal string: JSON numbers lose 64-bit precision.
+type markerJSON struct {
+	Version           int                `json:"version"`
+	StartLSN          string             `json:"start_lsn"`
+	EndLSN            string             `json:"end_lsn"`
+	WALEnd            string             `json:"wal_end"`
+	Timeline          uint32             `json:"timeline"`
+	SystemID          string             `json:"system_id"`
+	WALSegmentSize    int                `json:"wal_segment_size"`
+	ServerVersionNum  int                `json:"server_version_num"`
+	FollowedDBOID     uint32             `json:"followed_db_oid"`
+	SuperUser         string             `json:"superuser"`
+	RelocatedCatalogs []RelFile          `json:"relocated_catalogs"`
+	Tablespaces       []BackupTablespace `json:"tablespaces"`
+	Stats             ExtractStats       `json:"stats"`
+}
+
+// ReadBootstrapResult reads the completion marker of a shadow directory.
+// A directory that does not exist or is empty yields ErrNotBootstrapped; one
+// with content but no completion marker (an interrupted bootstrap, or a
+// directory that is not a walshadow shadow) is refused with an error naming
+// it and the remedy.
+func ReadBootstrapResult(dir string) (*BootstrapResult, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CompleteMarker))
+	if err == nil {
+		res, perr := decodeMarker(b)
+		if perr != nil {
+			return nil, fmt.Errorf("shadow directory %s: %s is corrupt (%v): delete the directory to bootstrap again", dir, CompleteMarker, perr)
+		}
+		return res, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("shadow directory %s: reading %s: %w", dir, CompleteMarker, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNotBootstrapped, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shadow directory %s: %w", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty", ErrNotBootstrapped, dir)
+	}
+	what := "is not empty but holds no completed walshadow bootstrap"
+	switch {
+	case exists(filepath.Join(dir, IncompleteMarker)):
+		what = "holds an interrupted walshadow bootstrap (" + IncompleteMarker + " is present)"
+	case exists(filepath.Join(dir, "PG_VERSION")):
+		what = "holds a PostgreSQL data directory without " + CompleteMarker + " (an interrupted bootstrap, or not a walshadow shadow)"
+	}
+	return nil, fmt.Errorf("shadow directory %s %s; refusing to use it: delete the directory to bootstrap the shadow again", dir, what)
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func decodeMarker(b []byte) (*BootstrapResult, error) {
+	var m markerJSON
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m.Version != markerVersion {
+		return nil, fmt.Errorf("version %d, want %d", m.Version, markerVersion)
+	}
+	res := &BootstrapResult{
+		Timeline: m.Timeline, WALSegmentSize: m.WALSegmentSize, ServerVersionNum: m.ServerVersionNum,
+		FollowedDBOID: m.FollowedDBOID, SuperUser: m.SuperUser, RelocatedCatalogs: m.RelocatedCatalogs,
+		Tablespaces: m.Tablespaces, Stats: m.Stats,
+	}
+	var errs [4]error
+	res.StartLSN, errs[0] = wal.ParseLSN(m.StartLSN)
+	res.EndLSN, errs[1] = wal.ParseLSN(m.EndLSN)
+	res.WALEnd, errs[2] = wal.ParseLSN(m.WALEnd)
+	res.SystemID, errs[3] = strconv.ParseUint(m.SystemID, 10, 64)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// writeCompleteMarker records the result, then removes the in-progress
+// marker: from here on the directory is resumed, never rebuilt.
+func writeCompleteMarker(dir string, owner *osUser, res *BootstrapResult) error {
+	m := markerJSON{
+		Version: markerVersion, StartLSN: res.StartLSN.String(), EndLSN: res.EndLSN.String(),
+		WALEnd: res.WALEnd.String(), Timeline: res.Timeline, SystemID: strconv.FormatUint(res.SystemID, 10),
+		WALSegmentSize: res.WALSegmentSize, ServerVersionNum: res.ServerVersionNum,
+		FollowedDBOID: res.FollowedDBOID, SuperUser: res.SuperUser,
+		RelocatedCatalogs: res.RelocatedCatalogs, Tablespaces: res.Tablespaces, Stats: res.Stats,
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, CompleteMarker), append(b, '\n'), owner); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, IncompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", IncompleteMarker, err)
+	}
+	return syncDir(dir)
+}
+
+// writeFileAtomic writes path through a temporary file: write, fsync,
+// rename, directory fsync; the file ends up 0600 and owned by the OS user.
+func writeFileAtomic(path string, data []byte, owner *osUser) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = owner.chown(tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func sortRelFiles(rs []RelFile) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Spc != b.Spc {
+			return a.Spc < b.Spc
+		}
+		if a.DB != b.DB {
+			return a.DB < b.DB
+		}
+		return a.Filenode < b.Filenode
+	})
+}
+
+// execCommand runs a binary as walshadow's own user (postgres --version is
+// allowed as root).
+func execCommand(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = serverEnv()
+	return cmd
+}
