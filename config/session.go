@@ -104,10 +104,10 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				Default(1024).Advanced(),
 			service.NewIntField(FieldRetention).
 				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
-				Default(256 << 20).Advanced(),
+				Default(256<<20).Advanced(),
 			service.NewIntField(FieldSlowThreshold).
 				Description("A shadow walreceiver that falls this many bytes behind is disconnected; it catches up from the archive.").
-				Default(64 << 20).Advanced(),
+				Default(64<<20).Advanced(),
 		)
 	// Rules sit on the fields: a custom resource's spec-level lint rule is
 	// not applied by benthos.
