@@ -311,16 +311,17 @@ func (f *Filter) catalogWrite(rec *wal.Record) error {
 		// commit record carries, so the boundary still names the oid; and a
 		// catalog's relfilenode only moves under an AccessExclusiveLock on it,
 		// whose STANDBY LOCK record made the tracker follow the new file from
-		// its creation (rewriteTree).
+		// its creation (standbyRecord).
 		f.stats.PgClassUndecodable++
 	}
 	return nil
 }
 
-// Main-data locators of records without blocks (offsets of the RelFileNode).
+// Main-data locators of records without blocks: HEAP2_NEW_CID's
+// target_node (@16) is read by wal.HeapNewCID; the page-reuse records of
+// btree and GiST start with the index's RelFileNode.
 const (
-	newCIDLocatorOff    = 16 // xl_heap_new_cid.target_node
-	pageReuseLocatorOff = 0  // xl_btree_reuse_page.node, gistxlogPageReuse.node
+	pageReuseLocatorOff = 0 // xl_btree_reuse_page.node, gistxlogPageReuse.node
 	xlogBtreeReusePage  = 0xD0
 	xlogGistPageReuse   = 0x20
 	relFileNodeSize     = 12

@@ -3,6 +3,7 @@ package filter
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"testing"
@@ -259,6 +260,42 @@ func FuzzDecide(f *testing.F) {
 			if b := d.Boundary; b != nil && (b.NextLSN != rec.Next || b.DrainXID == 0) {
 				t.Fatalf("boundary %+v for record at %s", *b, lsn)
 			}
+			if err := flt.trees.checkCounts(); err != nil {
+				t.Fatalf("after the record at %s: %v", lsn, err)
+			}
 		}
 	})
+}
+
+// checkCounts verifies that no tree undercounts its dirty or rewriting
+// members, the direction that would lose a boundary or a catalog file.
+// (Contradictory input, e.g. a commit listing another tree's subxact, may
+// leave a count too high, which only costs a spurious boundary.)
+func (t *xactTrees) checkCounts() error {
+	dirty := map[uint32]int{}
+	rewrite := map[uint32]int{}
+	for x, s := range t.m {
+		root := x
+		if s.top != 0 {
+			if s.dirtyCount != 0 || s.rewriteCount != 0 || len(s.subs) != 0 {
+				return fmt.Errorf("subxact %d carries root state %+v", x, *s)
+			}
+			root = s.top
+		}
+		if s.dirty {
+			dirty[root]++
+		}
+		if s.rewrite {
+			rewrite[root]++
+		}
+	}
+	for x, s := range t.m {
+		if s.top != 0 {
+			continue
+		}
+		if s.dirtyCount < dirty[x] || s.rewriteCount < rewrite[x] {
+			return fmt.Errorf("root %d counts %d dirty / %d rewriting members, has %d / %d", x, s.dirtyCount, s.rewriteCount, dirty[x], rewrite[x])
+		}
+	}
+	return nil
 }

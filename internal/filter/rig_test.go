@@ -200,6 +200,18 @@ func TestRigWorkload(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 
+	// Every boundary after the workload began belongs to a step.
+	before := 0
+	for _, b := range boundaries {
+		if b.CommitLSN < steps[0].from {
+			before++
+			continue
+		}
+		if !slices.ContainsFunc(steps, func(st *rigStep) bool { return b.CommitLSN >= st.from && b.CommitLSN < st.to }) {
+			t.Errorf("boundary outside every step: %s", describeBoundaries([]*BoundaryInfo{b}))
+		}
+	}
+	t.Logf("%d boundaries before the workload (cluster creation)", before)
 	for _, st := range steps {
 		if st.skipped {
 			continue

@@ -1,8 +1,6 @@
 package filter
 
 import (
-	"slices"
-
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -15,13 +13,16 @@ type xidState struct {
 	dirty      bool    // wrote catalogs of the followed database
 	firstTouch wal.LSN // its first such write, 0 if none seen
 	oids       []uint32
-	rewrite    bool // rewrites catalog storage (see Filter.rewriteTree)
+	rewrite    bool // rewrites catalog storage (see Filter.standbyRecord)
 
-	// Root only: aggregates over the root and its linked subxids.
-	subs        []uint32
-	treeDirty   bool
-	treeRewrite bool
-	prepared    bool
+	// Root only: its linked subxids (aborted ones may linger: their state
+	// is gone, so they count for nothing) and how many members, the root
+	// included, are dirty or rewriting. Counts rather than flags, so that a
+	// subtransaction abort costs only its own members.
+	subs         []uint32
+	dirtyCount   int
+	rewriteCount int
+	prepared     bool
 }
 
 // xactTrees tracks transaction trees: subxid → top links and, per xid, the
@@ -42,8 +43,6 @@ type treeAggregate struct {
 	oids       []uint32 // appended to the caller's buffer
 	members    []uint32 // appended to the caller's buffer
 }
-
-func (t *xactTrees) get(xid uint32) *xidState { return t.m[xid] }
 
 func (t *xactTrees) ensure(xid uint32) *xidState {
 	if s := t.m[xid]; s != nil {
@@ -86,17 +85,17 @@ func (t *xactTrees) link(sub, top uint32) {
 	}
 	s.top = top
 	r.subs = append(r.subs, sub)
-	r.treeDirty = r.treeDirty || s.dirty || s.treeDirty
-	r.treeRewrite = r.treeRewrite || s.rewrite || s.treeRewrite
-	// A subxid that had collected links of its own (it was taken for a root)
-	// hands them over.
+	// sub was its own root until now: its counts, and the links it had
+	// collected, go to the real root.
+	r.dirtyCount += s.dirtyCount
+	r.rewriteCount += s.rewriteCount
 	for _, c := range s.subs {
 		if cs := t.m[c]; cs != nil {
 			cs.top = top
 		}
 		r.subs = append(r.subs, c)
 	}
-	s.subs, s.treeDirty, s.treeRewrite = nil, false, false
+	s.subs, s.dirtyCount, s.rewriteCount = nil, 0, 0
 }
 
 // dirty marks xid as having written catalogs of the followed database at lsn.
@@ -105,12 +104,14 @@ func (t *xactTrees) dirty(xid uint32, lsn wal.LSN) {
 		return
 	}
 	s := t.ensure(xid)
-	s.dirty = true
 	if s.firstTouch == 0 || lsn < s.firstTouch {
 		s.firstTouch = lsn
 	}
-	_, r := t.rootState(xid)
-	r.treeDirty = true
+	if !s.dirty {
+		s.dirty = true
+		_, r := t.rootState(xid)
+		r.dirtyCount++
+	}
 }
 
 // addOid remembers a user relation oid whose pg_class row xid wrote.
@@ -129,9 +130,11 @@ func (t *xactTrees) markRewrite(xid uint32) {
 		return
 	}
 	s := t.ensure(xid)
-	s.rewrite = true
-	_, r := t.rootState(xid)
-	r.treeRewrite = true
+	if !s.rewrite {
+		s.rewrite = true
+		_, r := t.rootState(xid)
+		r.rewriteCount++
+	}
 }
 
 func (t *xactTrees) markPrepared(xid uint32) {
@@ -154,7 +157,7 @@ func (t *xactTrees) rootFlags(xid uint32) (dirty, rewrite bool) {
 			return false, false
 		}
 	}
-	return s.treeDirty, s.treeRewrite
+	return s.dirtyCount > 0, s.rewriteCount > 0
 }
 
 // collect appends xid, its linked subxids and the subxids in extra (with
@@ -201,8 +204,8 @@ func (t *xactTrees) drain(top uint32, subxacts wal.XIDList, agg *treeAggregate) 
 
 // abort forgets xid's (sub)tree: xid, its linked subxids and the subxids the
 // abort record lists. For a subtransaction, its parent keeps its own state
-// and its tree flags are recomputed from what remains. It appends the
-// forgotten xids to members and returns it.
+// and its counts lose the forgotten members'. It appends the forgotten xids
+// (sorted) to members and returns it.
 func (t *xactTrees) abort(xid uint32, subxacts wal.XIDList, members []uint32) []uint32 {
 	start := len(members)
 	parent := uint32(0)
@@ -210,27 +213,24 @@ func (t *xactTrees) abort(xid uint32, subxacts wal.XIDList, members []uint32) []
 		parent = s.top
 	}
 	members = t.collect(members, xid, subxacts)
+	var r *xidState
+	if parent != 0 {
+		r = t.m[parent]
+	}
 	for _, x := range members[start:] {
-		delete(t.m, x)
-	}
-	if parent == 0 {
-		return members
-	}
-	r := t.m[parent]
-	if r == nil {
-		return members
-	}
-	gone := members[start:] // sorted by collect
-	r.subs = slices.DeleteFunc(r.subs, func(x uint32) bool {
-		_, found := slices.BinarySearch(gone, x)
-		return found
-	})
-	r.treeDirty, r.treeRewrite = r.dirty, r.rewrite
-	for _, c := range r.subs {
-		if cs := t.m[c]; cs != nil {
-			r.treeDirty = r.treeDirty || cs.dirty
-			r.treeRewrite = r.treeRewrite || cs.rewrite
+		s := t.m[x]
+		if s == nil {
+			continue
 		}
+		if r != nil && s.top == parent {
+			if s.dirty {
+				r.dirtyCount--
+			}
+			if s.rewrite {
+				r.rewriteCount--
+			}
+		}
+		delete(t.m, x)
 	}
 	return members
 }

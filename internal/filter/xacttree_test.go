@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -349,5 +350,56 @@ func TestFatalErrors(t *testing.T) {
 		if _, err := f.Decide(rec); !containsLSN(err, rec.LSN) {
 			t.Errorf("malformed record %d (%s info 0x%02X): err = %v", i, rec.Header.RmID, rec.Header.Info, err)
 		}
+	}
+}
+
+func TestManySubtransactions(t *testing.T) {
+	// A PL/pgSQL loop with an exception block: one subtransaction per
+	// iteration, every third rolled back, one writing catalogs.
+	f := New(Config{DbOid: followedDB})
+	const n = 60000
+	var committed []uint32
+	lsn := wal.LSN(0x100000)
+	for i := uint32(1); i <= n; i++ {
+		sub := 1000 + i
+		r := userInsert(lsn, sub)
+		if i == n/2 {
+			r = catalogInsert(lsn, sub)
+		}
+		r.TopLevelXID = 1000
+		mustDecide(t, f, r)
+		lsn += 0x40
+		if i%3 == 0 && i != n/2 {
+			mustDecide(t, f, abortRec(lsn, sub, xactEnd{}))
+			lsn += 0x40
+		} else {
+			committed = append(committed, sub)
+		}
+	}
+	start := time.Now()
+	d := mustDecide(t, f, commitRec(lsn, 1000, xactEnd{dbOid: followedDB, subxacts: committed}))
+	if d.Boundary == nil || d.Boundary.FirstCatalogTouch == 0 {
+		t.Fatalf("boundary %+v", d.Boundary)
+	}
+	if f.OpenXIDs() != 0 {
+		t.Fatalf("%d xids held", f.OpenXIDs())
+	}
+	t.Logf("commit of %d subxacts drained in %v", len(committed), time.Since(start))
+}
+
+func TestLateLinkThenAbort(t *testing.T) {
+	// wal_level=replica: the subxact's dirt is seen before its link.
+	f := New(Config{DbOid: followedDB})
+	mustDecide(t, f, catalogInsert(0x100, 701))
+	mustDecide(t, f, assignmentRec(0x200, 700, 701))
+	if dirty, _ := f.trees.rootFlags(700); !dirty {
+		t.Fatal("link did not carry the subxact's dirt to the top")
+	}
+	mustDecide(t, f, abortRec(0x300, 701, xactEnd{}))
+	if dirty, _ := f.trees.rootFlags(700); dirty {
+		t.Fatal("aborted subxact's dirt stayed with the top")
+	}
+	if d := mustDecide(t, f, commitRec(0x400, 700, xactEnd{dbOid: followedDB})); d.Boundary != nil {
+		t.Fatalf("boundary %+v", d.Boundary)
 	}
 }

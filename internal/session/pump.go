@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/walshadow/walshadow/internal/wal"
@@ -66,18 +67,16 @@ type Batch struct {
 	First    wal.LSN // LSN of the first item
 	Through  wal.LSN // every record before this LSN has been decided
 	Boundary *Boundary
-	release  chan struct{}
+
+	release     chan struct{}
+	releaseOnce sync.Once
 }
 
-// Release ends a boundary's hold. It is safe to call more than once and on
-// batches without a boundary.
+// Release ends a boundary's hold. It is safe to call more than once, from
+// any goroutine, and on batches without a boundary.
 func (b *Batch) Release() {
 	if b.release != nil {
-		select {
-		case <-b.release:
-		default:
-			close(b.release)
-		}
+		b.releaseOnce.Do(func() { close(b.release) })
 	}
 }
 
@@ -293,8 +292,9 @@ func (p *Pump) hold(ctx context.Context, b *Boundary) error {
 		return err
 	}
 	release := make(chan struct{})
-	p.batch.Boundary = b
-	p.batch.release = release
+	batch := p.batch
+	batch.Boundary = b
+	batch.release = release
 	hctx, cancel := context.WithTimeout(ctx, p.cfg.HoldTimeout)
 	defer cancel()
 	if err := p.flush(hctx); err != nil {
@@ -304,7 +304,7 @@ func (p *Pump) hold(ctx context.Context, b *Boundary) error {
 		return p.holdError(ctx, b, "waiting for the shadow to apply the boundary", err)
 	}
 	if p.cfg.SelfRelease {
-		close(release)
+		batch.Release()
 	}
 	select {
 	case <-release:

@@ -33,6 +33,10 @@ import (
 // loopback only and has no such protection: any local user could stream the
 // filtered WAL, so leave it off unless the host is single-user.
 //
+// XLogData frames start where the walreceiver asked (a segment start, for
+// PostgreSQL) and end where a Publish call ended or, when capped at 128 KiB,
+// at a page boundary: never inside a record within a page (see Publish).
+//
 // Memory: the published bytes of the current segment stay in memory (and
 // the previous one while the archive has not caught up with it), plus
 // anything a connected walreceiver has not been sent yet. A walreceiver

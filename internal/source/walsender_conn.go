@@ -17,8 +17,9 @@ import (
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// wsConn is one walreceiver connection. The fields after mu-guarded are
-// read and written under Walsender.mu.
+// wsConn is one walreceiver connection. Its reader (the connection's
+// goroutine) and, while streaming, its writer share the state below the
+// marker under Walsender.mu.
 type wsConn struct {
 	w    *Walsender
 	nc   net.Conn
@@ -489,7 +490,7 @@ func (w *Walsender) checkServable(start wal.LSN) error {
 	seg := wal.LSN(w.cfg.SegmentSize)
 	for s := start - start%seg; s < winStart; s += seg {
 		if name := archiveSegmentName(w.cfg.Timeline, uint64(s/seg), w.cfg.SegmentSize); w.cfg.Archive == nil || !w.cfg.Archive.Has(name) {
-			return fmt.Errorf("requested WAL segment %s has already been removed (walshadow holds %s onwards in memory; it is not in the archive)", name, winStart)
+			return &wsRemovedError{fmt.Sprintf("requested WAL segment %s has already been removed (walshadow holds %s onwards in memory; it is not in the archive)", name, winStart)}
 		}
 	}
 	return nil
@@ -501,8 +502,9 @@ func (c *wsConn) writeLoop(ctx context.Context, stop <-chan struct{}) (err error
 	w := c.w
 	cfg := &w.cfg
 	out := &wsFrameWriter{nc: c.nc, timeout: cfg.ReceiverTimeout}
-	var seg *os.File
+	var seg *os.File // the archived segment being read
 	var segName string
+	var abuf []byte // archive read buffer
 	defer func() {
 		if seg != nil {
 			seg.Close()
@@ -540,14 +542,17 @@ func (c *wsConn) writeLoop(ctx context.Context, stop <-chan struct{}) (err error
 					seg, segName = nil, ""
 				}
 				if cfg.Archive == nil || !cfg.Archive.Has(name) {
-					return fmt.Errorf("requested WAL segment %s has already been removed (needed from %s; not in memory nor in the archive)", name, step.start)
+					return &wsRemovedError{fmt.Sprintf("requested WAL segment %s has already been removed (needed from %s; not in memory nor in the archive)", name, step.start)}
 				}
 				if seg, err = os.Open(cfg.Archive.Path(name)); err != nil {
 					return fmt.Errorf("opening archived segment %s: %w", name, err)
 				}
 				segName = name
 			}
-			buf := make([]byte, step.n)
+			if cap(abuf) < step.n {
+				abuf = make([]byte, wsMaxFrame)
+			}
+			buf := abuf[:step.n]
 			off := int64(uint64(step.start) % uint64(cfg.SegmentSize))
 			if _, err := seg.ReadAt(buf, off); err != nil {
 				return fmt.Errorf("reading archived segment %s at offset %d: %w", name, off, err)
@@ -621,9 +626,20 @@ func (f *wsFrameWriter) keepalive(walEnd wal.LSN, reply bool) error {
 	return f.write(net.Buffers{f.hdr})
 }
 
+// wsRemovedError is WAL that is neither in memory nor in the archive; it
+// carries PostgreSQL's SQLSTATE for a removed segment (58P01), which
+// walreceivers and replication clients recognise.
+type wsRemovedError struct{ msg string }
+
+func (e *wsRemovedError) Error() string { return e.msg }
+
 // writeError tells the walreceiver why the stream ends (best effort).
 func (f *wsFrameWriter) writeError(err error) {
-	msg, encErr := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "58P01", Message: err.Error()}).Encode(nil)
+	code := "XX000"
+	if errors.As(err, new(*wsRemovedError)) {
+		code = "58P01"
+	}
+	msg, encErr := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: err.Error()}).Encode(nil)
 	if encErr == nil {
 		f.write(net.Buffers{msg})
 	}

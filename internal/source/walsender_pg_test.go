@@ -345,8 +345,14 @@ func TestWalsenderFeedsRealStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	versionNum := int(src.QueryInt(t, "SELECT current_setting('server_version_num')::int"))
+	var logger *slog.Logger
+	if os.Getenv("WALSHADOW_WS_DEBUG") != "" { // walsender events on stderr, the standby log at the end
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		t.Cleanup(func() { t.Logf("standby log:\n%s", s.log()) })
+	}
 	const wsPort = 5433
 	w, err := NewWalsender(WalsenderConfig{
+		Logger:    logger,
 		SocketDir: filepath.Join(dir, "walsender"), Port: wsPort, SocketOwner: ownerName,
 		SystemID: sysID, Timeline: 1, SegmentSize: segSize, PGVersionNum: versionNum,
 		Archive: archive, SlowThreshold: 1 << 20,
@@ -433,11 +439,6 @@ log_min_messages = 'info'
 			phase, replay, target, pos, got, w.Stats())
 	}
 
-	if os.Getenv("WALSHADOW_WS_DEBUG") != "" {
-		t.Cleanup(func() { t.Logf("standby log:\n%s", s.log()) })
-		w.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-
 	// 1. Streaming under load.
 	src.PGBench(t, 1, testrig.PGBenchOptions{NoInit: true, Clients: 2, Jobs: 1, Duration: 5 * time.Second})
 	checkInSync("streaming")
@@ -506,6 +507,31 @@ log_min_messages = 'info'
 	s.start()
 	src.PGBench(t, 1, testrig.PGBenchOptions{NoInit: true, Clients: 2, Jobs: 1, Duration: 2 * time.Second})
 	checkInSync("after a standby restart")
+
+	// 5. Without restore_command, a standby that was down while the memory
+	// window moved on gets the missing segments from the walsender, which
+	// reads them from the archive.
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.OpenFile(filepath.Join(s.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr = f.WriteString("restore_command = ''\n")
+	if err := errors.Join(werr, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	down := pump.waitPublished(t, src)
+	for pos := down; pos < down+3*wal.LSN(segSize); pos = pump.waitPublished(t, src) {
+		src.PGBench(t, 1, testrig.PGBenchOptions{NoInit: true, Clients: 2, Jobs: 1, Duration: time.Second})
+	}
+	fromArchive := w.Stats().ArchiveBytesSent
+	s.start()
+	checkInSync("streamed from the archive")
+	if w.Stats().ArchiveBytesSent == fromArchive {
+		t.Errorf("the walsender served nothing from the archive: %+v", w.Stats())
+	}
 
 	// The archive never held more than what was published.
 	if end, _, _ := pump.state(); archive.DurableEnd() > end {

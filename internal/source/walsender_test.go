@@ -23,6 +23,18 @@ import (
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
+// The session pump's ShadowFeed and SegmentSink, restated (importing the
+// session package here could make a cycle).
+var (
+	_ interface {
+		Publish(start wal.LSN, wire []byte)
+		WaitApply(ctx context.Context, lsn wal.LSN) error
+	} = (*Walsender)(nil)
+	_ interface {
+		WriteSegment(start wal.LSN, data []byte) error
+	} = (*ArchiveLSNSink)(nil)
+)
+
 const (
 	wsTestSegSize  = 1 << 20
 	wsTestSystemID = 7212345678901234567
@@ -210,6 +222,9 @@ func (r *wsTestReceiver) wal(start, through wal.LSN, published wal.LSN) []byte {
 			r.t.Fatalf("frame of %d bytes", len(f.data))
 		case f.walEnd < end || f.walEnd > published:
 			r.t.Fatalf("frame [%s, %s) advertises WAL end %s (published %s)", f.start, end, f.walEnd, published)
+		case f.walEnd > end && end%wsWALPageSize != 0:
+			// Cut short of what was published: only at a page boundary.
+			r.t.Fatalf("frame [%s, %s) stops short of %s inside a page", f.start, end, f.walEnd)
 		}
 		got = append(got, f.data...)
 		next = end
@@ -657,14 +672,19 @@ func TestWalsenderConcurrentPublishStress(t *testing.T) {
 		t.Fatal(qerr.Message)
 	}
 	wsEventually(t, "the stream to register", func() bool { return w.Connected() == 1 })
+	published := make(chan struct{})
+	defer func() { <-published }()
 	go func() {
+		defer close(published)
 		for i, n := 0, 0; i < len(data); i += n {
 			n = min(len(data)-i, 1+(i*13)%9000)
 			w.Publish(start+wal.LSN(i), data[i:i+n])
 			if end := i + n; end%wsTestSegSize < n && end >= wsTestSegSize {
 				segNo := uint64(start)/wsTestSegSize + uint64(end/wsTestSegSize) - 1
 				seg := data[(end/wsTestSegSize-1)*wsTestSegSize : end/wsTestSegSize*wsTestSegSize]
-				archive.WriteSegment(archiveSegmentName(1, segNo, wsTestSegSize), seg)
+				if err := archive.WriteSegment(archiveSegmentName(1, segNo, wsTestSegSize), seg); err != nil {
+					t.Error(err)
+				}
 			}
 		}
 	}()
