@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -194,7 +195,12 @@ func (s *Session) start(ctx context.Context) error {
 	start -= start % wal.LSN(p.segSize)
 
 	// 3. Archive and walsender.
-	if p.archive, err = source.OpenArchive(source.ArchiveConfig{Dir: s.archiveDir(), SegmentSize: p.segSize, ReaderGroup: s.cfg.ShadowOSUser}); err != nil {
+	// The shadow reads the archive through its OS user's primary group.
+	u, err := user.Lookup(s.cfg.ShadowOSUser)
+	if err != nil {
+		return fmt.Errorf("%s.%s: %w", config.FieldShadow, config.FieldShadowOSUser, err)
+	}
+	if p.archive, err = source.OpenArchive(source.ArchiveConfig{Dir: s.archiveDir(), SegmentSize: p.segSize, ReaderGroup: u.Gid}); err != nil {
 		return err
 	}
 	p.walsender, err = source.NewWalsender(source.WalsenderConfig{
