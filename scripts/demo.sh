@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# What runs today (issue 2, the foundation): a local PostgreSQL 15 under
-# ./var/demo, a pgbench + DDL workload, and walshadow's WAL decoder reading
-# the server's own WAL segments — `walshadow wal stats` side by side with
-# pg_waldump --stats. The full replication pipeline to ClickHouse arrives
-# with the end-to-end issue.
+# What runs today: a local PostgreSQL 15 under ./var/demo as the source,
+# walshadow streaming its physical WAL (resources/pipelines/shadow_follow.yaml)
+# with a catalog-only shadow standby following it, a pgbench + DDL workload,
+# and the shadow shown catching up: LSNs side by side, the ALTERed table's
+# columns on both, sizes, and `walshadow wal stats` beside pg_waldump on the
+# source's own WAL. Rows reach ClickHouse with later issues.
 #
-#   scripts/demo.sh        start (or reuse) the server, run the workload, compare
-#   scripts/demo.sh stop   stop the server
+#   scripts/demo.sh        start (or reuse) the servers, run the workload, show
+#   scripts/demo.sh stop   stop walshadow and the source
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${WALSHADOW_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 var=$PWD/var/demo
+state=$var/walshadow
+shadow_port=54329
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+stop_walshadow() {
+  if [ -f "$var/walshadow.pid" ]; then
+    kill "$(cat "$var/walshadow.pid")" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$(cat "$var/walshadow.pid")" 2>/dev/null || break; sleep 1; done
+    rm -f "$var/walshadow.pid"
+  fi
+}
 if [ "${1:-}" = stop ]; then
+  stop_walshadow
   [ -d "$var/pg" ] && as_pg "$bin/pg_ctl" -D "$var/pg" -m fast stop || true
   exit 0
 fi
@@ -28,16 +39,42 @@ listen_addresses = ''
 unix_socket_directories = '$var'
 port = 5432
 wal_compression = lz4
+max_prepared_transactions = 5
 CONF
 fi
 if ! as_pg "$bin/pg_ctl" -D "$var/pg" status >/dev/null 2>&1; then
   as_pg "$bin/pg_ctl" -D "$var/pg" -l "$var/postgres.log" -w start >/dev/null
 fi
 psql() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$var" -d postgres "$@"; }
+shadow_psql() { as_pg "$bin/psql" -X -q -At -h "$state/shadow" -p $shadow_port -d postgres "$@"; }
+if [ "$(psql -Atc "select count(*) from pg_class where relname = 'pgbench_accounts'")" = 0 ]; then
+  echo "== loading pgbench -s 5 into the source"
+  as_pg "$bin/pgbench" -q -h "$var" -i -s 5 postgres >/dev/null 2>&1
+fi
+
+echo "== starting walshadow (resources/pipelines/shadow_follow.yaml); log in $var/walshadow.log"
+stop_walshadow
+PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
+  WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port \
+  nohup bin/walshadow run resources/pipelines/shadow_follow.yaml >"$var/walshadow.log" 2>&1 &
+echo $! >"$var/walshadow.pid"
+
+wait_shadow() {
+  local target=$1
+  for _ in $(seq 1 120); do
+    got=$(shadow_psql -c "select pg_last_wal_replay_lsn() >= '$target'::pg_lsn" 2>/dev/null || true)
+    [ "$got" = t ] && return 0
+    kill -0 "$(cat "$var/walshadow.pid")" 2>/dev/null || { echo "walshadow exited:"; tail -20 "$var/walshadow.log"; exit 1; }
+    sleep 1
+  done
+  echo "the shadow did not catch up; see $var/walshadow.log"; exit 1
+}
+wait_shadow "$(psql -Atc "select pg_current_wal_lsn()")"
+echo "   shadow is up and has caught up"
+
 start=$(psql -Atc "select pg_walfile_name(pg_current_wal_lsn())")
-echo "== workload: pgbench -s 5, 2000 transactions, and DDL"
-as_pg "$bin/pgbench" -q -h "$var" -i -s 5 postgres >/dev/null 2>&1
-as_pg "$bin/pgbench" -h "$var" -c 2 -t 1000 postgres 2>&1 | grep -E '^(tps|number of transactions actually)' || true
+echo "== workload: pgbench (2000 transactions) and DDL on the source"
+as_pg "$bin/pgbench" -h "$var" -c 2 -t 1000 postgres 2>&1 | grep -E '^tps' || true
 psql <<'SQL'
 create table if not exists demo_items (id int primary key, name text, price numeric(10,2));
 insert into demo_items select i, 'item ' || i, i * 1.25 from generate_series(1, 1000) i on conflict (id) do nothing;
@@ -46,6 +83,17 @@ update demo_items set price = price + 1 where id % 10 = 0;
 delete from demo_items where id % 100 = 0;
 truncate pgbench_history;
 SQL
+target=$(psql -Atc "select pg_current_wal_lsn()")
+wait_shadow "$target"
+printf '   %-28s %s\n' "source pg_current_wal_lsn" "$target" "shadow pg_last_wal_replay_lsn" "$(shadow_psql -c 'select pg_last_wal_replay_lsn()')"
+echo "== demo_items columns: source | shadow"
+paste <(psql -Atc "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") \
+      <(shadow_psql -c "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") | sed 's/^/   /'
+src_size=$(psql -Atc "select pg_size_pretty(sum(pg_database_size(oid))) from pg_database")
+shadow_size=$(du -sh --exclude=pg_wal "$state/shadow" | cut -f1)
+echo "== sizes: source databases $src_size; catalog-only shadow $shadow_size (without pg_wal)"
+echo "   rows in pgbench_accounts on the source: $(psql -Atc 'select count(*) from pgbench_accounts'); the shadow holds no user data"
+
 end=$(psql -Atc "select pg_walfile_name(pg_current_wal_lsn())")
 psql -c "select pg_switch_wal()" >/dev/null
 segs=()
@@ -54,18 +102,12 @@ for f in $(ls "$var/pg/pg_wal" | grep -E '^[0-9A-F]{24}$' | sort); do
   [[ "$f" > "$end" ]] && continue
   segs+=("$var/pg/pg_wal/$f")
 done
-echo "== walshadow wal stats over ${#segs[@]} segments ($start .. $end)"
-t0=$(date +%s%N)
+echo "== walshadow wal stats over the workload's ${#segs[@]} segments ($start .. $end)"
 bin/walshadow wal stats "${segs[@]}" >"$var/stats.json" || [ $? -eq 2 ]
-t1=$(date +%s%N)
 python3 - "$var/stats.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"records {r['records']}  bytes {r['total_bytes']}  fpi {r['fpi_count']} ({r['fpi_bytes']} bytes)  crc failures {r['crc_failures']}  stop: {r['stop']['reason']} at {r['stop']['lsn']}")
-for m in r['rmgrs']:
-    print(f"  {m['name']:<14} {m['count']:>9} records {m['combined_bytes']:>12} bytes")
+print(f"   records {r['records']}  bytes {r['total_bytes']}  fpi {r['fpi_count']} ({r['fpi_bytes']} bytes)  crc failures {r['crc_failures']}")
 PY
-echo "   ($(( (t1 - t0) / 1000000 )) ms; full JSON in $var/stats.json)"
-echo "== pg_waldump --stats on the same segments"
-"$bin/pg_waldump" --stats -p "$var/pg/pg_wal" "$start" "$end" 2>&1 | grep -E '^(Total|WAL statistics)' || true
-echo "Stop the server with: go tool task demo:stop"
+"$bin/pg_waldump" --stats -p "$var/pg/pg_wal" "$start" "$end" 2>&1 | grep -E '^Total' | sed 's/^/   pg_waldump: /' || true
+echo "walshadow keeps running; stop everything with: go tool task demo:stop"
