@@ -90,3 +90,18 @@ output:
 		t.Fatal("misspelt field passed lint")
 	}
 }
+
+// TestExamplePipelinesLint lints every pipeline shipped under resources/.
+func TestExamplePipelinesLint(t *testing.T) {
+	files, err := filepath.Glob("../../resources/pipelines/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example pipelines found: %v", err)
+	}
+	t.Setenv("PG_SOURCE_DSN", "postgres://walshadow@localhost/app")
+	for _, f := range files {
+		opts := append(cliOptions(), service.CLIOptSetArgs("walshadow", "lint", f))
+		if code, err := service.RunCLIToCode(context.Background(), opts...); err != nil || code != 0 {
+			t.Errorf("%s: lint exit %d (%v)", f, code, err)
+		}
+	}
+}
