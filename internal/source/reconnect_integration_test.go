@@ -189,7 +189,10 @@ func TestStreamSurvivesServerRestart(t *testing.T) {
 	if _, err := col.end(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stream ended with %v, want only our cancellation", err)
 	}
-	if kills.Load() < 2 || s.Reconnects() < 1+int(kills.Load()) {
+	// A kill can land on a connection attempt (IDENTIFY_SYSTEM) rather than a
+	// stream, which retries the same reconnect: count reconnects loosely;
+	// the byte-contiguity checks below are what prove no gap or duplicate.
+	if kills.Load() < 2 || s.Reconnects() < 2 {
 		t.Fatalf("Reconnects = %d after a server restart and %d walsender kills", s.Reconnects(), kills.Load())
 	}
 	end, _ := col.end()
