@@ -1,0 +1,133 @@
+package shadow
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// descriptorQuery reads relation shapes from the catalogs in one statement:
+// one row per column (attnum >= 1, dropped ones included) of every
+// relation of the wanted kinds, with the relation's fields repeated. On a
+// hot standby at a catalog boundary this is the committed view as of the
+// boundary. $1 is the oid list (NULL = every user relation).
+const descriptorQuery = `
+SELECT c.oid, d.oid,
+       CASE WHEN c.reltablespace = 0 THEN d.dattablespace ELSE c.reltablespace END,
+       pg_catalog.pg_relation_filenode(c.oid),
+       c.relnamespace, n.nspname, c.relname, c.relkind::text, c.relpersistence::text, c.relreplident::text,
+       c.reltoastrelid,
+       COALESCE((SELECT i.indexrelid FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
+                  LIMIT 1), 0),
+       COALESCE((SELECT i.indkey::int2[]::text FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
+                  LIMIT 1), ''),
+       a.attnum, a.attname, a.atttypid, a.atttypmod,
+       CASE WHEN a.attisdropped THEN '' ELSE pg_catalog.format_type(a.atttypid, a.atttypmod) END,
+       COALESCE(t.typtype::text, ''), COALESCE(t.typbasetype, 0), COALESCE(t.typelem, 0),
+       a.attnotnull, a.attisdropped, a.attbyval, a.attlen, a.attalign::text, a.attstorage::text,
+       a.atthasmissing, CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+WHERE c.oid >= 16384 AND c.relkind IN ('r', 'p', 'm', 't')
+  AND ($1::oid[] IS NULL OR c.oid = ANY($1::oid[]))
+ORDER BY c.oid, a.attnum`
+
+// ReadDescriptors reads the shapes of the given relations (nil: every user
+// relation of kind r, p, m or t) from the database conn is connected to.
+// Relations that do not exist (dropped) are simply absent from the result.
+func ReadDescriptors(ctx context.Context, conn *pgx.Conn, oids []uint32) ([]desclog.Descriptor, error) {
+	var arg any
+	if oids != nil {
+		arg = oids
+	}
+	rows, err := conn.Query(ctx, descriptorQuery, arg)
+	if err != nil {
+		return nil, fmt.Errorf("reading relation descriptors: %w", err)
+	}
+	defer rows.Close()
+	var out []desclog.Descriptor
+	for rows.Next() {
+		var (
+			oid, db, spc, filenode, nsOid, toast, identIdx uint32
+			nsName, relName, kind, persistence, replIdent  string
+			keyText                                        string
+			col                                            desclog.Column
+			typeKind, align, storage                       string
+			missing                                        *string
+		)
+		err := rows.Scan(&oid, &db, &spc, &filenode, &nsOid, &nsName, &relName, &kind, &persistence, &replIdent,
+			&toast, &identIdx, &keyText,
+			&col.Num, &col.Name, &col.TypeOid, &col.TypMod, &col.TypeName, &typeKind, &col.BaseTypeOid, &col.ElemTypeOid,
+			&col.NotNull, &col.Dropped, &col.ByVal, &col.Len, &align, &storage, &col.HasMissing, &missing)
+		if err != nil {
+			return nil, fmt.Errorf("reading relation descriptors: %w", err)
+		}
+		col.TypeKind, col.Align, col.Storage, col.Missing = firstByte(typeKind), firstByte(align), firstByte(storage), missing
+		if n := len(out); n == 0 || out[n-1].Oid != oid {
+			keys, err := parseInt2Vector(keyText)
+			if err != nil {
+				return nil, fmt.Errorf("relation %d: replica identity key %q: %w", oid, keyText, err)
+			}
+			out = append(out, desclog.Descriptor{
+				Oid: oid, DbOid: db,
+				Rfn:          wal.RelFileNode{SpcOid: spc, DbOid: db, RelNum: filenode},
+				NamespaceOid: nsOid, Namespace: nsName, Name: relName,
+				Kind: firstByte(kind), Persistence: firstByte(persistence), ReplIdent: firstByte(replIdent),
+				ToastOid: toast, KeyAttnums: keys, IdentityIndexOid: identIdx,
+			})
+		}
+		d := &out[len(out)-1]
+		d.Columns = append(d.Columns, col)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading relation descriptors: %w", err)
+	}
+	return out, nil
+}
+
+func firstByte(s string) byte {
+	if s == "" {
+		return 0
+	}
+	return s[0]
+}
+
+// parseInt2Vector parses an int2[] in text form, "{1,3}" (or "" for none);
+// an int2vector cast to int2[] keeps its zero lower bound: "[0:1]={1,3}".
+func parseInt2Vector(s string) ([]int16, error) {
+	if len(s) > 0 && s[0] == '[' {
+		if i := strings.IndexByte(s, '='); i > 0 {
+			s = s[i+1:]
+		}
+	}
+	if s == "" || s == "{}" {
+		return nil, nil
+	}
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, fmt.Errorf("not an array")
+	}
+	var out []int16
+	start := 1
+	for i := 1; i < len(s); i++ {
+		if s[i] == ',' || s[i] == '}' {
+			n, err := strconv.ParseInt(s[start:i], 10, 16)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, int16(n))
+			start = i + 1
+		}
+	}
+	return out, nil
+}
