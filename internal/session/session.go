@@ -30,6 +30,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/filter"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
@@ -71,15 +72,17 @@ type Session struct {
 
 // parts are the running pieces, set by Start.
 type parts struct {
-	stream    *source.Stream
-	walsender *source.Walsender
-	archive   *source.Archive
-	shadow    *shadow.Shadow
-	pump      *Pump
-	filter    *filter.Filter
-	identity  source.Identity
-	segSize   uint32
-	boot      *shadow.BootstrapResult
+	stream     *source.Stream
+	walsender  *source.Walsender
+	archive    *source.Archive
+	shadow     *shadow.Shadow
+	pump       *Pump
+	filter     *filter.Filter
+	desclog    *desclog.Log
+	followedDB string
+	identity   source.Identity
+	segSize    uint32
+	boot       *shadow.BootstrapResult
 }
 
 // New returns a session that starts on the first Start.
@@ -155,7 +158,7 @@ func (s *Session) start(ctx context.Context) error {
 	}
 
 	// 1. The shadow's data directory: bootstrapped once, resumed after.
-	p := &parts{}
+	p := &parts{followedDB: pcfg.Database}
 	boot, err := shadow.Bootstrap(ctx, shadow.BootstrapConfig{
 		SourceDSN:    s.cfg.SourceDSN,
 		Dir:          s.shadowDir(),
@@ -256,7 +259,13 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}()
 
-	// 5. The source stream.
+	// 5. The descriptor log: opened (and seeded once) while the shadow
+	// stands still, before the pump feeds it.
+	if err := s.openDescLog(ctx, p, start); err != nil {
+		return err
+	}
+
+	// 6. The source stream.
 	if s.cfg.SlotName == "" {
 		s.log.Warn("streaming without a replication slot: the source keeps WAL only as wal_keep_size allows, and a long outage can lose the resume point")
 	}
@@ -275,7 +284,7 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("%s %s must be below the source's wal_sender_timeout %s: the source drops the connection during a longer hold", config.FieldHoldTimeout, s.cfg.HoldTimeout, timeout)
 	}
 
-	// 6. The filter, seeded with the catalogs' current filenodes, and the pump.
+	// 7. The filter, seeded with the catalogs' current filenodes, and the pump.
 	p.filter = filter.New(filter.Config{DbOid: boot.FollowedDBOID})
 	if err := seedCatalogs(ctx, p.filter.Tracker(), s.shadowDir(), s.cfg.SourceDSN); err != nil {
 		return err
@@ -506,6 +515,11 @@ func (s *Session) stopLocked() {
 		}
 		if p.walsender != nil {
 			p.walsender.Close()
+		}
+		if p.desclog != nil {
+			if err := p.desclog.Close(); err != nil {
+				s.log.Warn("closing the descriptor log", "error", err)
+			}
 		}
 	}
 	s.cancel, s.done, s.running = nil, nil, false

@@ -113,6 +113,13 @@ func consume(t *testing.T, s *Session) *consumer {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				replayed, err := s.Shadow().WaitForReplay(ctx, b.Boundary.NextLSN)
 				cancel()
+				if err == nil {
+					// The processor side of the hold: capture into the
+					// descriptor log, then release.
+					cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					err = s.CaptureAndRelease(cctx, b.Boundary.NextLSN)
+					cancel()
+				}
 				c.mu.Lock()
 				if err != nil {
 					c.errs = append(c.errs, fmt.Errorf("boundary at %s: %w", b.Boundary.NextLSN, err))

@@ -1,0 +1,217 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+func (s *Session) descLogDir() string { return filepath.Join(s.cfg.StateDir, "desclog") }
+
+// AttachProcessor hands the release of catalog-boundary holds to a
+// processor (walshadow_decode), which releases each one with
+// CaptureAndRelease once the boundary's shapes are durable. Call it before
+// Start.
+func (s *Session) AttachProcessor() {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.SelfRelease = false
+}
+
+// DescLog is the session's descriptor log (nil before Start).
+func (s *Session) DescLog() *desclog.Log {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts == nil {
+		return nil
+	}
+	return s.parts.desclog
+}
+
+// openDescLog opens the descriptor log bound to the source's identity and,
+// when it is empty, seeds it from the shadow's catalogs: every user
+// relation, valid from the stream's start, covered through the shadow's
+// replay position.
+func (s *Session) openDescLog(ctx context.Context, p *parts, start wal.LSN) error {
+	log, err := desclog.Open(s.descLogDir(), desclog.Identity{
+		PGMajor:     uint32(p.boot.ServerVersionNum / 10000),
+		SystemID:    p.identity.SystemID,
+		Timeline:    p.identity.Timeline,
+		DbOid:       p.boot.FollowedDBOID,
+		SegmentSize: p.segSize,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errCorruptState, err)
+	}
+	p.desclog = log
+	if log.Seeded() {
+		return nil
+	}
+	// The shadow replays only its own pg_wal and archive until the pump
+	// runs, so its catalogs stand still once it is consistent.
+	if _, err := p.shadow.WaitForReplay(ctx, p.boot.EndLSN); err != nil {
+		return fmt.Errorf("waiting for the shadow to be consistent before seeding the descriptor log: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		before, err := p.shadow.ReplayLSN(ctx)
+		if err != nil {
+			return err
+		}
+		descs, err := s.readShadowDescriptors(ctx, p, nil)
+		if err != nil {
+			return err
+		}
+		after, err := p.shadow.ReplayLSN(ctx)
+		if err != nil {
+			return err
+		}
+		if before != after {
+			if attempt < 20 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("seeding the descriptor log: the shadow kept replaying (%s → %s)", before, after)
+		}
+		covered := max(after, start)
+		if _, err := log.Seed(covered, min(start, after), descs); err != nil {
+			return fmt.Errorf("seeding the descriptor log: %w", err)
+		}
+		s.log.Info("seeded the descriptor log", "relations", len(descs), "covered_through", covered.String())
+		return nil
+	}
+}
+
+// readShadowDescriptors reads shapes from the shadow's followed database.
+func (s *Session) readShadowDescriptors(ctx context.Context, p *parts, oids []uint32) ([]desclog.Descriptor, error) {
+	conn, err := p.shadow.Connect(ctx, p.followedDB)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the shadow: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return shadow.ReadDescriptors(ctx, conn, oids)
+}
+
+// ErrShadowPastBoundary means the shadow replayed beyond a held boundary:
+// the hold was broken and a capture now would read the wrong shapes.
+var ErrShadowPastBoundary = errors.New("the shadow replayed past a held catalog boundary")
+
+// CaptureAndRelease is the processor side of a hold: for the boundary whose
+// next_lsn is nextLSN it waits until the shadow has replayed exactly
+// through it, captures the affected relations' shapes into the descriptor
+// log (durably), and releases the hold. A boundary the log already holds
+// (WAL re-read after a restart) or baked into the seed is not captured
+// again.
+func (s *Session) CaptureAndRelease(ctx context.Context, nextLSN wal.LSN) error {
+	s.mu.Lock()
+	p := s.parts
+	var held *Batch
+	for _, b := range s.pending {
+		if b.Boundary != nil && b.Boundary.NextLSN == nextLSN {
+			held = b
+		}
+	}
+	s.mu.Unlock()
+	if p == nil || held == nil {
+		return fmt.Errorf("no held boundary at %s in this session", nextLSN)
+	}
+	if _, err := s.captureBoundary(ctx, p, held.Boundary, droppedStorage(held)); err != nil {
+		return err
+	}
+	held.Release()
+	return nil
+}
+
+// droppedStorage lists the relation storage the boundary's commit record
+// drops (DROP TABLE, and the old files of a rewrite or TRUNCATE).
+func droppedStorage(b *Batch) []wal.RelFileNode {
+	if len(b.Items) == 0 {
+		return nil
+	}
+	var c wal.XactCommit
+	if err := c.Decode(b.Items[len(b.Items)-1].Record); err != nil {
+		return nil
+	}
+	out := make([]wal.RelFileNode, 0, c.Rels.Len())
+	for i := range c.Rels.Len() {
+		out = append(out, c.Rels.At(i))
+	}
+	return out
+}
+
+func (s *Session) captureBoundary(ctx context.Context, p *parts, b *Boundary, dropped []wal.RelFileNode) ([]desclog.Event, error) {
+	log := p.desclog
+	if stored, ok := log.BatchAt(b.NextLSN); ok {
+		return log.ReplayEvents(stored), nil
+	}
+	if b.NextLSN <= log.Horizon() {
+		return nil, nil // baked into the seed or compacted away
+	}
+	if err := s.waitReplayExactly(ctx, p, b.NextLSN); err != nil {
+		return nil, err
+	}
+	// A dropped relation is named by neither a pg_class row the filter can
+	// read nor, always, a relcache invalidation; the commit's dropped storage
+	// names its filenode, which the log maps back to the oid.
+	oids := slices.Clone(b.AffectedOids)
+	for _, rfn := range dropped {
+		if r := log.DescriptorAt(rfn, b.NextLSN-1); r.Result == desclog.Present && !slices.Contains(oids, r.Desc.Oid) {
+			oids = append(oids, r.Desc.Oid)
+		}
+	}
+	slices.Sort(oids)
+	if b.CaptureAll {
+		oids = nil
+	} else {
+		oids = desclog.WithToastOids(log, oids)
+	}
+	descs, err := s.readShadowDescriptors(ctx, p, oids)
+	if err != nil {
+		return nil, fmt.Errorf("reading shapes at %s: %w", b.NextLSN, err)
+	}
+	if err := s.waitReplayExactly(ctx, p, b.NextLSN); err != nil {
+		return nil, err
+	}
+	batch, events, err := desclog.Capture(log, desclog.BoundaryInput{
+		NextLSN:           b.NextLSN,
+		DrainXID:          b.DrainXID,
+		AffectedOids:      oids,
+		CaptureAll:        b.CaptureAll,
+		FirstCatalogTouch: b.FirstCatalogTouch,
+		SmgrCreates:       p.filter.SmgrCreateLSN,
+	}, descs)
+	if err != nil {
+		return nil, fmt.Errorf("capturing shapes at %s: %w", b.NextLSN, err)
+	}
+	if err := log.Append(batch); err != nil {
+		return nil, fmt.Errorf("appending the descriptor log at %s: %w", b.NextLSN, err)
+	}
+	return events, nil
+}
+
+// waitReplayExactly waits until the shadow reports replay == lsn; beyond it
+// is fatal (ErrShadowPastBoundary).
+func (s *Session) waitReplayExactly(ctx context.Context, p *parts, lsn wal.LSN) error {
+	for {
+		got, err := p.shadow.ReplayLSN(ctx)
+		if err == nil {
+			if got == lsn {
+				return nil
+			}
+			if got > lsn {
+				return fmt.Errorf("%w: boundary %s, shadow at %s", ErrShadowPastBoundary, lsn, got)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the shadow to replay through %s (at %s, %v): %w", lsn, got, err, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
