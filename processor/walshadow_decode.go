@@ -26,8 +26,8 @@ func decodeSpec() *service.ConfigSpec {
 		Categories("Parsing").
 		Summary("Takes part in a walshadow session's catalog-boundary holds: captures relation shapes into the session's descriptor log at every catalog-changing commit. (Row decoding arrives with a later release; records pass through unchanged.)").
 		Description(`
-Place it right after the `+"`pg_physical_wal`"+` input of the same session, with
-`+"`pipeline.threads: 1`"+`. At a batch ending in a catalog boundary it waits until
+Place it right after the ` + "`pg_physical_wal`" + ` input of the same session, with
+` + "`pipeline.threads: 1`" + `. At a batch ending in a catalog boundary it waits until
 the shadow has replayed exactly through the boundary (a shadow found past it is
 a fatal error: the hold was broken), reads the affected relations' shapes from
 the shadow, appends them durably to the descriptor log, and releases the
