@@ -158,6 +158,11 @@ walshadow:
 input:
   pg_physical_wal:
     session: main
+pipeline:
+  threads: 1
+  processors:
+    - walshadow_decode:
+        session: main
 output:
   drop: {}
 `, src.BinDir(), osUser, port)), 0o600)
