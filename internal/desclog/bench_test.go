@@ -70,6 +70,36 @@ func BenchmarkDescriptorAt(b *testing.B) {
 	}
 }
 
+// BenchmarkDescriptorAtHead: random relations, LSNs past every version
+// (live decoding).
+func BenchmarkDescriptorAtHead(b *testing.B) {
+	const rels, versions = 10_000, 100
+	l := benchLog(b, rels, versions)
+	qs := benchQueries(rels, versions)
+	for i := range qs {
+		qs[i].lsn = wal.LSN(0x10000 + versions*benchStride)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := &qs[i&(len(qs)-1)]
+		sinkLookup = l.DescriptorAt(q.rfn, q.lsn)
+	}
+}
+
+// BenchmarkDescriptorAtHot: 64 relations (cache-resident), random LSNs.
+func BenchmarkDescriptorAtHot(b *testing.B) {
+	const rels, versions = 10_000, 100
+	l := benchLog(b, rels, versions)
+	qs := benchQueries(64, versions)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := &qs[i&(len(qs)-1)]
+		sinkLookup = l.DescriptorAt(q.rfn, q.lsn)
+	}
+}
+
 func BenchmarkDescriptorByOidInDBAt(b *testing.B) {
 	const rels, versions = 10_000, 100
 	l := benchLog(b, rels, versions)

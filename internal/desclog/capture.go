@@ -271,8 +271,8 @@ func (ix *index) eventsFor(b *Batch) []Event {
 		}
 		pred, ok := local[e.Oid]
 		if !ok {
-			chain, _ := ix.byOid.get(oidHash(e.Oid), e.Oid)
-			pred, ok = before(chain, b.CapturedAt)
+			c, _ := ix.byOid.get(oidHash(e.Oid), e.Oid)
+			pred, ok = c.before(b.CapturedAt)
 		}
 		predPresent := ok && pred.kind == EntryPresent
 		if local == nil {

@@ -48,18 +48,34 @@ func (m *shardMap[K, V]) each(f func(K, V)) {
 	}
 }
 
-func rfnHash(r wal.RelFileNode) uint32 {
-	return (r.RelNum*0x9e3779b1 ^ r.SpcOid*0x85ebca6b) >> 8
+// Fibonacci hashing: the top byte of the product picks the shard.
+func rfnHash(r wal.RelFileNode) uint32 { return ((r.RelNum ^ r.SpcOid*0x85ebca6b) * 0x9e3779b1) >> 24 }
+
+func oidHash(oid uint32) uint32 { return (oid * 0x9e3779b1) >> 24 }
+
+// chain is one key's version chain in append (batch) order, in which both
+// validFrom and capturedAt never decrease. The validFrom column is kept
+// apart so the lookup's binary search touches a few cache lines, not the
+// whole chain.
+type chain struct {
+	validFrom []wal.LSN
+	entries   []chainEntry
+	// last repeats the newest entry inside the map slot: live decoding asks
+	// about it almost always, and then touches no other memory.
+	last chainEntry
 }
 
-func oidHash(oid uint32) uint32 { return (oid * 0x9e3779b1) >> 8 }
+func (c chain) push(ce chainEntry) chain {
+	return chain{validFrom: append(c.validFrom, ce.validFrom), entries: append(c.entries, ce), last: ce}
+}
 
-// chainEntry is an Entry as one chain sees it. Chains are ordered by append
-// (batch) order, in which both validFrom and capturedAt never decrease.
+func (c chain) head() (chainEntry, bool) { return c.last, len(c.entries) > 0 }
+
+// chainEntry is an Entry as one chain sees it.
 type chainEntry struct {
 	validFrom  wal.LSN
 	capturedAt wal.LSN
-	desc       *Descriptor // the Present shape; for Dropped the last Present
+	desc       *Descriptor // Present only
 	kind       EntryKind
 	source     ValidFromSource
 }
@@ -70,8 +86,8 @@ type index struct {
 	floor          wal.LSN // the GC floor the checkpoint was written at
 	seeded         bool
 
-	byRfn  shardMap[wal.RelFileNode, []chainEntry]
-	byOid  shardMap[uint32, []chainEntry]
+	byRfn  shardMap[wal.RelFileNode, chain]
+	byOid  shardMap[uint32, chain]
 	ambRfn shardMap[wal.RelFileNode, []Ambiguity]
 	ambOid shardMap[uint32, []Ambiguity]
 	ambDb  []Ambiguity
@@ -151,9 +167,6 @@ func (bd *builder) applyEntry(b *Batch, e *Entry) error {
 		keyOid, keyRfn = true, hasStorage(e.Rfn)
 	case EntryDropped:
 		keyOid, keyRfn = true, hasStorage(e.Rfn)
-		if chain, _ := ix.byOid.get(oidHash(e.Oid), e.Oid); len(chain) > 0 {
-			ce.desc = chain[len(chain)-1].desc
-		}
 	case EntryRetired:
 		if !hasStorage(e.Rfn) {
 			return fmt.Errorf("retired entry for relation %d names no filenode", e.Oid)
@@ -164,30 +177,30 @@ func (bd *builder) applyEntry(b *Batch, e *Entry) error {
 	}
 	if keyOid {
 		h := oidHash(e.Oid)
-		chain, _ := ix.byOid.get(h, e.Oid)
-		if err := checkOrder(chain, ce, fmt.Sprintf("oid %d", e.Oid)); err != nil {
-			return err
+		c, _ := ix.byOid.get(h, e.Oid)
+		if head, ok := c.head(); ok && ce.validFrom < head.validFrom {
+			return orderError(fmt.Sprintf("oid %d", e.Oid), ce, head)
 		}
-		ix.byOid.set(h, e.Oid, append(chain, ce), &bd.ownOid)
-		ix.count(chain, ce)
+		ix.byOid.set(h, e.Oid, c.push(ce), &bd.ownOid)
+		ix.count(c, ce)
 	}
 	if keyRfn {
 		h := rfnHash(e.Rfn)
-		chain, _ := ix.byRfn.get(h, e.Rfn)
-		if err := checkOrder(chain, ce, "rfn "+e.Rfn.String()); err != nil {
-			return err
+		c, _ := ix.byRfn.get(h, e.Rfn)
+		if head, ok := c.head(); ok && ce.validFrom < head.validFrom {
+			return orderError("rfn "+e.Rfn.String(), ce, head)
 		}
-		ix.byRfn.set(h, e.Rfn, append(chain, ce), &bd.ownRfn)
+		ix.byRfn.set(h, e.Rfn, c.push(ce), &bd.ownRfn)
 		if !keyOid {
-			ix.count(chain, ce)
+			ix.count(c, ce)
 		}
 	}
 	ix.entries++
 	return nil
 }
 
-func (ix *index) count(chain []chainEntry, ce chainEntry) {
-	if len(chain) > 0 {
+func (ix *index) count(c chain, ce chainEntry) {
+	if len(c.entries) > 0 {
 		ix.superseded++
 	}
 	if ce.kind != EntryPresent {
@@ -195,11 +208,8 @@ func (ix *index) count(chain []chainEntry, ce chainEntry) {
 	}
 }
 
-func checkOrder(chain []chainEntry, ce chainEntry, key string) error {
-	if n := len(chain); n > 0 && ce.validFrom < chain[n-1].validFrom {
-		return fmt.Errorf("%s: %s entry valid from %s precedes the chain head's %s", key, ce.kind, ce.validFrom, chain[n-1].validFrom)
-	}
-	return nil
+func orderError(key string, ce, head chainEntry) error {
+	return fmt.Errorf("%s: %s entry valid from %s precedes the chain head's %s", key, ce.kind, ce.validFrom, head.validFrom)
 }
 
 func (bd *builder) applyAmbiguity(a *Ambiguity) error {
@@ -255,11 +265,15 @@ func buildIndex(db uint32, m meta, seeded bool, ckpt, tail []*Batch) (*index, er
 
 // at returns the chain entry in force at lsn: the last one whose validFrom
 // is at or below it (the latest appended among equals).
-func at(chain []chainEntry, lsn wal.LSN) (chainEntry, bool) {
-	lo, hi := 0, len(chain)
+func (c chain) at(lsn wal.LSN) (chainEntry, bool) {
+	if len(c.entries) > 0 && c.last.validFrom <= lsn {
+		return c.last, true
+	}
+	vf := c.validFrom
+	lo, hi := 0, len(vf)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if chain[m].validFrom <= lsn {
+		if vf[m] <= lsn {
 			lo = m + 1
 		} else {
 			hi = m
@@ -268,16 +282,17 @@ func at(chain []chainEntry, lsn wal.LSN) (chainEntry, bool) {
 	if lo == 0 {
 		return chainEntry{}, false
 	}
-	return chain[lo-1], true
+	return c.entries[lo-1], true
 }
 
 // before returns the last chain entry recorded by a batch captured before
 // capturedAt: the key's state as the log knew it just ahead of that batch.
-func before(chain []chainEntry, capturedAt wal.LSN) (chainEntry, bool) {
-	lo, hi := 0, len(chain)
+func (c chain) before(capturedAt wal.LSN) (chainEntry, bool) {
+	e := c.entries
+	lo, hi := 0, len(e)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if chain[m].capturedAt < capturedAt {
+		if e[m].capturedAt < capturedAt {
 			lo = m + 1
 		} else {
 			hi = m
@@ -286,14 +301,14 @@ func before(chain []chainEntry, capturedAt wal.LSN) (chainEntry, bool) {
 	if lo == 0 {
 		return chainEntry{}, false
 	}
-	return chain[lo-1], true
+	return e[lo-1], true
 }
 
 // presentBefore is the last Present entry whose validFrom is below lsn.
-func presentBefore(chain []chainEntry, lsn wal.LSN) (chainEntry, bool) {
-	for i := len(chain) - 1; i >= 0; i-- {
-		if chain[i].validFrom < lsn && chain[i].kind == EntryPresent {
-			return chain[i], true
+func (c chain) presentBefore(lsn wal.LSN) (chainEntry, bool) {
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		if e := c.entries[i]; e.validFrom < lsn && e.kind == EntryPresent {
+			return e, true
 		}
 	}
 	return chainEntry{}, false
@@ -337,8 +352,8 @@ func (ix *index) descriptorAt(rfn wal.RelFileNode, lsn wal.LSN) Lookup {
 			return Lookup{Result: Ambiguous, Interval: a}
 		}
 	}
-	chain, _ := ix.byRfn.get(h, rfn)
-	return lookupOf(at(chain, lsn))
+	c, _ := ix.byRfn.get(h, rfn)
+	return lookupOf(c.at(lsn))
 }
 
 func (ix *index) descriptorByOidAt(oid uint32, lsn wal.LSN) Lookup {
@@ -351,8 +366,8 @@ func (ix *index) descriptorByOidAt(oid uint32, lsn wal.LSN) Lookup {
 	if a, ok := containing(ix.ambDb, lsn); ok {
 		return Lookup{Result: Ambiguous, Interval: a}
 	}
-	chain, _ := ix.byOid.get(h, oid)
-	return lookupOf(at(chain, lsn))
+	c, _ := ix.byOid.get(h, oid)
+	return lookupOf(c.at(lsn))
 }
 
 func (ix *index) ambiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to wal.LSN) []Ambiguity {
@@ -394,27 +409,21 @@ func (ix *index) batchAt(capturedAt wal.LSN) (*Batch, bool) {
 
 // oidHead is the oid chain's latest entry.
 func (ix *index) oidHead(oid uint32) (chainEntry, bool) {
-	chain, _ := ix.byOid.get(oidHash(oid), oid)
-	if n := len(chain); n > 0 {
-		return chain[n-1], true
-	}
-	return chainEntry{}, false
+	c, _ := ix.byOid.get(oidHash(oid), oid)
+	return c.head()
 }
 
 func (ix *index) rfnHead(rfn wal.RelFileNode) (chainEntry, bool) {
-	chain, _ := ix.byRfn.get(rfnHash(rfn), rfn)
-	if n := len(chain); n > 0 {
-		return chain[n-1], true
-	}
-	return chainEntry{}, false
+	c, _ := ix.byRfn.get(rfnHash(rfn), rfn)
+	return c.head()
 }
 
 // presentOids lists, in oid order, the relations whose latest entry is
 // Present.
 func (ix *index) presentOids() []uint32 {
 	var out []uint32
-	ix.byOid.each(func(oid uint32, chain []chainEntry) {
-		if n := len(chain); n > 0 && chain[n-1].kind == EntryPresent {
+	ix.byOid.each(func(oid uint32, c chain) {
+		if h, ok := c.head(); ok && h.kind == EntryPresent {
 			out = append(out, oid)
 		}
 	})

@@ -384,8 +384,8 @@ func (l *Log) DescriptorByOidInDBAt(db, oid uint32, lsn wal.LSN) Lookup {
 // lsn, looking through tombstones: the historical predecessor of a dropped
 // or changed relation.
 func (l *Log) PresentBefore(oid uint32, lsn wal.LSN) (*Descriptor, wal.LSN, bool) {
-	chain, _ := l.snap.Load().byOid.get(oidHash(oid), oid)
-	ce, ok := presentBefore(chain, lsn)
+	c, _ := l.snap.Load().byOid.get(oidHash(oid), oid)
+	ce, ok := c.presentBefore(lsn)
 	return ce.desc, ce.validFrom, ok
 }
 
@@ -393,8 +393,8 @@ func (l *Log) PresentBefore(oid uint32, lsn wal.LSN) (*Descriptor, wal.LSN, bool
 // in a filenode before lsn, for callers whose filenode the same commit
 // retired.
 func (l *Log) PresentBeforeRfn(rfn wal.RelFileNode, lsn wal.LSN) (*Descriptor, wal.LSN, bool) {
-	chain, _ := l.snap.Load().byRfn.get(rfnHash(rfn), rfn)
-	ce, ok := presentBefore(chain, lsn)
+	c, _ := l.snap.Load().byRfn.get(rfnHash(rfn), rfn)
+	ce, ok := c.presentBefore(lsn)
 	return ce.desc, ce.validFrom, ok
 }
 

@@ -235,6 +235,7 @@ func (k EventKind) String() string {
 // Event is a schema event a boundary produced, keyed (DrainXID, ValidFrom)
 // for the transaction buffer. Events are derived from a batch's entries and
 // the log's history before it, so a replayed batch yields the same events.
+// Desc and Prev are the log's own descriptors: shared, do not modify.
 type Event struct {
 	Kind       EventKind
 	Oid        uint32

@@ -65,7 +65,7 @@ func (l *Log) PlanBoundary(nextLSN, shadowReplay wal.LSN) (Plan, *Batch, error) 
 		return PlanCapture, nil, nil
 	}
 	return 0, nil, fmt.Errorf("%w: no batch for the catalog boundary at %s and %s, so its catalog state cannot be captured again; "+
-		"remedy: delete %s and %s in %s (or start with ignore-cursor, which does) and re-bootstrap",
+		"remedy: stop walshadow and start it on an empty state_dir, which re-bootstraps the shadow and re-seeds the log (%s and %s in %s cannot be repaired)",
 		ErrCoverageLost, nextLSN, why, CheckpointFile, TailFile, l.dir)
 }
 

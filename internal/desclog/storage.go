@@ -21,10 +21,11 @@ const (
 	kindTail      = 2
 	frameHeader   = 8
 
-	// MaxFrameBody caps one frame's body. Larger lengths are corruption, not
-	// a torn write, so a length flipped in a high bit of an interior frame
-	// is refused instead of being mistaken for the torn end of the file.
-	MaxFrameBody = 64 << 20
+	// MaxFrameBody caps one frame's body (a batch of about a million
+	// relations). Larger lengths are corruption, not a torn write, so a
+	// length flipped in one of its top bits is refused instead of being
+	// mistaken for the torn end of the file.
+	MaxFrameBody = 256 << 20
 )
 
 var headerMagic = [8]byte{'W', 'S', 'D', 'E', 'S', 'C', 'L', 'G'}

@@ -147,10 +147,17 @@ func droppedStorage(b *Batch) []wal.RelFileNode {
 
 func (s *Session) captureBoundary(ctx context.Context, p *parts, b *Boundary, dropped []wal.RelFileNode) ([]desclog.Event, error) {
 	log := p.desclog
-	if stored, ok := log.BatchAt(b.NextLSN); ok {
-		return log.ReplayEvents(stored), nil
+	replay, err := p.shadow.ReplayLSN(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the shadow's replay position at the boundary %s: %w", b.NextLSN, err)
 	}
-	if b.NextLSN <= log.Horizon() {
+	plan, stored, err := log.PlanBoundary(b.NextLSN, replay)
+	switch {
+	case err != nil:
+		return nil, err
+	case plan == desclog.PlanReplay:
+		return log.ReplayEvents(stored), nil // WAL re-read after a restart
+	case plan == desclog.PlanSkip:
 		return nil, nil // baked into the seed or compacted away
 	}
 	if err := s.waitReplayExactly(ctx, p, b.NextLSN); err != nil {

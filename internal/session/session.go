@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,13 +62,14 @@ type Session struct {
 	batches  chan *Batch
 	closedCh chan struct{} // closed by Close
 
-	mu        sync.Mutex
-	pending   []*Batch // handed out by Next, not acknowledged yet, in order
-	closed    bool
-	runErr    error
-	parts     *parts
-	startLSN  wal.LSN
-	lastSaved wal.LSN
+	mu         sync.Mutex
+	pending    []*Batch // handed out by Next, not acknowledged yet, in order
+	closed     bool
+	runErr     error
+	parts      *parts
+	startLSN   wal.LSN
+	lastSaved  wal.LSN
+	compacting atomic.Bool
 }
 
 // parts are the running pieces, set by Start.
@@ -386,6 +388,16 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 			return
 		}
 		s.lastSaved = resume
+		if p.desclog.ShouldCompact() && s.compacting.CompareAndSwap(false, true) {
+			// Off the record loop: a checkpoint rewrite must not stall
+			// the stream into the source's wal_sender_timeout.
+			go func(floor wal.LSN) {
+				defer s.compacting.Store(false)
+				if err := p.desclog.Compact(floor); err != nil {
+					s.failRun(fmt.Errorf("compacting the descriptor log: %w", err))
+				}
+			}(resume)
+		}
 		if keep := s.archiveKeepFrom(p, apply); keep > 0 {
 			if _, err := p.archive.Sweep(keep); err != nil {
 				s.log.Warn("sweeping the archive", "error", err)

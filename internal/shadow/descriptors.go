@@ -20,7 +20,7 @@ import (
 const descriptorQuery = `
 SELECT c.oid, d.oid,
        CASE WHEN c.reltablespace = 0 THEN d.dattablespace ELSE c.reltablespace END,
-       pg_catalog.pg_relation_filenode(c.oid),
+       COALESCE(pg_catalog.pg_relation_filenode(c.oid), 0), -- NULL: no storage (partitioned)
        c.relnamespace, n.nspname, c.relname, c.relkind::text, c.relpersistence::text, c.relreplident::text,
        c.reltoastrelid,
        COALESCE((SELECT i.indexrelid FROM pg_catalog.pg_index i

@@ -41,6 +41,8 @@ ALTER TABLE full_ident REPLICA IDENTITY FULL;
 CREATE TABLE by_index (a int NOT NULL, b int NOT NULL, c text);
 CREATE UNIQUE INDEX by_index_ab ON by_index (b, a);
 ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_ab;
+CREATE TABLE parted (id int, v text) PARTITION BY RANGE (id);
+CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 `)
 	conn := pg.Connect(t)
 	defer conn.Close(context.Background())
@@ -74,6 +76,13 @@ ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_ab;
 	}
 	if d := all[byName["public.by_index"]]; d.ReplIdent != 'i' || len(d.KeyAttnums) != 2 || d.KeyAttnums[0] != 2 || d.IdentityIndexOid == 0 {
 		t.Fatalf("by_index %+v", d)
+	}
+	// A partitioned table has no storage: filenode 0.
+	if d := all[byName["public.parted"]]; d.Kind != 'p' || d.Rfn.RelNum != 0 || len(d.Columns) != 2 {
+		t.Fatalf("parted %+v", d)
+	}
+	if d := all[byName["public.parted_1"]]; d.Kind != 'r' || d.Rfn.RelNum == 0 {
+		t.Fatalf("parted_1 %+v", d)
 	}
 	// Scoped reads; an unknown oid is simply absent.
 	some, err := ReadDescriptors(context.Background(), conn, []uint32{items.Oid, 999999})
