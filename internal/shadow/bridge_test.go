@@ -188,8 +188,8 @@ func TestBridgeClientResponseCap(t *testing.T) {
 
 func TestBridgeClientContext(t *testing.T) {
 	block := make(chan struct{})
-	t.Cleanup(func() { close(block) })
 	w := startFakeWorker(t, func(int, []byte) []byte { <-block; return nil })
+	t.Cleanup(func() { close(block) }) // runs before the worker's cleanup waits
 	b, err := DialBridge(context.Background(), w.path)
 	if err != nil {
 		t.Fatal(err)
