@@ -24,6 +24,7 @@ const (
 	FieldShadowBinDir    = "bin_dir"
 	FieldShadowOSUser    = "os_user"
 	FieldShadowPort      = "port"
+	FieldShadowBridgeDir = "bridge_library_dir"
 	FieldHoldTimeout     = "hold_timeout"
 	FieldStatusInterval  = "status_interval"
 	FieldMaxBatchRecords = "max_batch_records"
@@ -43,6 +44,7 @@ type Session struct {
 	ShadowBinDir    string
 	ShadowOSUser    string
 	ShadowPort      int
+	BridgeLibDir    string
 	HoldTimeout     time.Duration
 	StatusInterval  time.Duration
 	MaxBatchRecords int
@@ -92,6 +94,9 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				service.NewIntField(FieldShadowPort).
 					Description("Port number of the shadow's unix socket (it listens on no TCP address).").
 					Default(54329).Advanced(),
+				service.NewStringField(FieldShadowBridgeDir).
+					Description("Directory holding the bridge module `walshadow.so` built by `make -C pgext` (readable by the shadow's OS user). When set, the shadow preloads it and the session checks the bridge answers at start; it renders exotic types and reads catalogs as one transaction sees them. Empty: no bridge.").
+					Default("").Example("./pgext"),
 			).Description("The catalog-only shadow standby."),
 			service.NewDurationField(FieldHoldTimeout).
 				Description("Longest a catalog boundary may hold publication while the shadow applies it. Must be below the source's wal_sender_timeout.").
@@ -127,6 +132,7 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 	get(func() (e error) { s.ShadowBinDir, e = conf.FieldString(FieldShadow, FieldShadowBinDir); return })
 	get(func() (e error) { s.ShadowOSUser, e = conf.FieldString(FieldShadow, FieldShadowOSUser); return })
 	get(func() (e error) { s.ShadowPort, e = conf.FieldInt(FieldShadow, FieldShadowPort); return })
+	get(func() (e error) { s.BridgeLibDir, e = conf.FieldString(FieldShadow, FieldShadowBridgeDir); return })
 	get(func() (e error) { s.HoldTimeout, e = conf.FieldDuration(FieldHoldTimeout); return })
 	get(func() (e error) { s.StatusInterval, e = conf.FieldDuration(FieldStatusInterval); return })
 	get(func() (e error) { s.MaxBatchRecords, e = conf.FieldInt(FieldMaxBatchRecords); return })

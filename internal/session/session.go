@@ -81,6 +81,7 @@ type parts struct {
 	pump       *Pump
 	filter     *filter.Filter
 	desclog    *desclog.Log
+	bridge     *shadow.Bridge
 	followedDB string
 	identity   source.Identity
 	segSize    uint32
@@ -235,8 +236,9 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}()
 
-	// 4. The shadow, fed by the walsender, backed by the archive.
-	p.shadow, err = shadow.New(shadow.ShadowConfig{
+	// 4. The shadow, fed by the walsender, backed by the archive, with the
+	// bridge module preloaded when configured.
+	shcfg := shadow.ShadowConfig{
 		Dir:              s.shadowDir(),
 		OSUser:           s.cfg.ShadowOSUser,
 		BinDir:           s.cfg.ShadowBinDir,
@@ -245,13 +247,29 @@ func (s *Session) start(ctx context.Context) error {
 		PrimaryPort:      s.cfg.ShadowPort,
 		RestoreCommand:   p.archive.RestoreCommand(),
 		Logger:           s.log,
-	})
+	}
+	if s.cfg.BridgeLibDir != "" {
+		libDir, err := filepath.Abs(s.cfg.BridgeLibDir)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(libDir, shadow.BridgeLibrary+".so")); err != nil {
+			return fmt.Errorf("%s.%s: %w (build it with make -C pgext)", config.FieldShadow, config.FieldShadowBridgeDir, err)
+		}
+		shcfg.PreloadLibraries, shcfg.ExtraSettings = shadow.BridgeSettings(s.bridgeSocket(), pcfg.Database, libDir)
+	}
+	p.shadow, err = shadow.New(shcfg)
 	if err != nil {
 		return err
 	}
 	s.setParts(p)
 	if err := p.shadow.Start(ctx); err != nil {
 		return fmt.Errorf("starting the shadow: %w", err)
+	}
+	if s.cfg.BridgeLibDir != "" {
+		if err := s.dialBridge(ctx, p); err != nil {
+			return err
+		}
 	}
 	wg.Add(1)
 	go func() {
@@ -527,6 +545,9 @@ func (s *Session) stopLocked() {
 		}
 		if p.walsender != nil {
 			p.walsender.Close()
+		}
+		if p.bridge != nil {
+			p.bridge.Close()
 		}
 		if p.desclog != nil {
 			if err := p.desclog.Close(); err != nil {
