@@ -55,7 +55,7 @@ fi
 echo "== starting walshadow (resources/pipelines/shadow_follow.yaml); log in $var/walshadow.log"
 stop_walshadow
 PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
-  WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port \
+  WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$PWD/pgext" \
   nohup bin/walshadow run resources/pipelines/shadow_follow.yaml >"$var/walshadow.log" 2>&1 &
 echo $! >"$var/walshadow.pid"
 
