@@ -25,6 +25,9 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"				/* varlena macros left postgres.h in 16 */
+#endif
 
 typedef struct WsItem
 {

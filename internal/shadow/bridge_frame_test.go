@@ -182,15 +182,15 @@ func TestBridgeResponseDamage(t *testing.T) {
 		}
 	}
 	for name, p := range map[string]string{
-		"status 2":         "02",
-		"in_recovery 2":    "00 | 00000001 | 000249f2 | 02",
-		"decode kind 7":    "00 | 00000001 | 07 00000000",
-		"decode count":     "00 | 00000003 | 00 00000000",
-		"scan cell -2":     "00 | 0000000000000000 | 0000000000000000 | 0001 | fffffffe",
-		"scan zero cols":   "00 | 0000000000000000 | 0000000000000000 | 0000 | 00",
-		"hello trailing":   "00 | 00000001 | 000249f2 | 01 | 00",
-		"error trailing":   "01 | 00000001 | 41 | 00",
-		"decode too many":  "00 | 00000002 | 00 00000000 | 00 00000000 | 00 00000000",
+		"status 2":        "02",
+		"in_recovery 2":   "00 | 00000001 | 000249f2 | 02",
+		"decode kind 7":   "00 | 00000001 | 07 00000000",
+		"decode count":    "00 | 00000003 | 00 00000000",
+		"scan cell -2":    "00 | 0000000000000000 | 0000000000000000 | 0001 | fffffffe",
+		"scan zero cols":  "00 | 0000000000000000 | 0000000000000000 | 0000 | 00",
+		"hello trailing":  "00 | 00000001 | 000249f2 | 01 | 00",
+		"error trailing":  "01 | 00000001 | 41 | 00",
+		"decode too many": "00 | 00000002 | 00 00000000 | 00 00000000 | 00 00000000",
 	} {
 		var err error
 		switch {
