@@ -100,7 +100,9 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	if err != nil || in.sess == nil {
 		return nil, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, label, err)
 	}
-	return in, nil
+	// A nacked batch is delivered again, in order, until it is acknowledged:
+	// the resume floor stays at it meanwhile, so nothing past it is lost.
+	return service.AutoRetryNacksBatched(in), nil
 }
 
 func (in *physicalWALInput) Connect(ctx context.Context) error {
@@ -131,13 +133,12 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		_ = json.Unmarshal(boundary, &structured)
 		msgs[len(msgs)-1].MetaSetMut(MetaBoundary, structured)
 	}
+	// Wrapped in AutoRetryNacksBatched, this is called once the batch has
+	// been delivered.
 	return msgs, func(ctx context.Context, err error) error {
-		if err != nil {
-			// A nack: the records will be read again after a restart from
-			// the resume point; nothing past it is acknowledged.
-			return nil
+		if err == nil {
+			in.sess.Ack(b)
 		}
-		in.sess.Ack(b)
 		return nil
 	}, nil
 }
