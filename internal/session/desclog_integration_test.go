@@ -83,6 +83,9 @@ func TestDescLogFollowsDDL(t *testing.T) {
 		src.RunSQLScript(t, step)
 		record()
 	}
+	// A row change after the last boundary: once the shadow has replayed it,
+	// the hold at that boundary (and so its capture) is over.
+	src.Exec(t, "INSERT INTO dl_before VALUES (1, 'after the last boundary')")
 	waitCaughtUp(t, s, src, 2*time.Minute)
 	c.mu.Lock()
 	errs := c.errs
