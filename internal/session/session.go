@@ -11,7 +11,8 @@
 //	  progress.json   identity and resume LSN (atomic, checksummed)
 //	  shadow/         the shadow's data directory (owned by the shadow's OS user)
 //	  archive/        filtered WAL segments, the shadow's restore_command source
-//	  run/            the walsender's unix socket
+//	  desclog/        the descriptor log (desc_log.ckpt, desc_log.tail)
+//	  run/            the walsender's and the bridge's unix sockets
 package session
 
 import (
