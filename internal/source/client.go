@@ -27,7 +27,7 @@ import (
 // status update when nothing else prompts one.
 const DefaultStatusInterval = 10 * time.Second
 
-// clientWriteTimeout bounds a status or close write when the context has no
+// clientWriteTimeout bounds a status write, and a close write when the context has no
 // deadline, so a wedged socket cannot block the caller forever.
 const clientWriteTimeout = 30 * time.Second
 
@@ -620,12 +620,11 @@ func (c *Client) SendStatus(ctx context.Context, replyRequested bool) error {
 	c.lastStatus = now
 	c.mu.Unlock()
 
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = now.Add(clientWriteTimeout)
-	}
+	// The write deadline is the write's own, not ctx's: Receive answers
+	// keepalives with the caller's (often short) receive context, and a
+	// status frame cut off by that deadline would break the stream.
 	conn := c.repl.Conn()
-	conn.SetWriteDeadline(deadline)
+	conn.SetWriteDeadline(now.Add(clientWriteTimeout))
 	defer conn.SetWriteDeadline(time.Time{})
 	c.frame = statusAppendStandbyFrame(c.frame[:0], p, now, replyRequested)
 	if err := c.repl.Frontend().SendUnbufferedEncodedCopyData(c.frame); err != nil {
