@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -133,7 +134,7 @@ func (l *Log) readTail(seeded bool, through wal.LSN) ([]*Batch, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Seed writes the checkpoint first, so a crash can leave it alone.
-		if err := writeFileAtomic(path, encodeHeader(l.id, kindTail)); err != nil {
+		if err := fsutil.WriteFileAtomic(path, encodeHeader(l.id, kindTail), 0o600, nil); err != nil {
 			return nil, fmt.Errorf("descriptor log: creating the tail: %w", err)
 		}
 		return nil, nil
@@ -280,7 +281,7 @@ func (l *Log) writeCheckpoint(m meta, batches []*Batch) error {
 		}
 		buf = appendFrame(buf, body)
 	}
-	if err := writeFileAtomic(l.path(CheckpointFile), buf); err != nil {
+	if err := fsutil.WriteFileAtomic(l.path(CheckpointFile), buf, 0o600, nil); err != nil {
 		l.failed = fmt.Errorf("descriptor log: writing %s: %w", CheckpointFile, err)
 		return l.failed
 	}
@@ -289,7 +290,7 @@ func (l *Log) writeCheckpoint(m meta, batches []*Batch) error {
 		l.tail = nil
 	}
 	tailPath := l.path(TailFile)
-	if err := writeFileAtomic(tailPath, encodeHeader(l.id, kindTail)); err != nil {
+	if err := fsutil.WriteFileAtomic(tailPath, encodeHeader(l.id, kindTail), 0o600, nil); err != nil {
 		l.failed = fmt.Errorf("descriptor log: resetting %s: %w", TailFile, err)
 		return l.failed
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -70,36 +71,5 @@ func saveProgress(dir string, p Progress) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, progressFile), append(b, '\n'))
-}
-
-// writeFileAtomic writes path through a temporary file, fsyncs it, renames it
-// into place and fsyncs the directory, so a crash leaves the old or the new
-// content, never a mix.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.WriteFileAtomic(filepath.Join(dir, progressFile), append(b, '\n'), 0o600, nil)
 }

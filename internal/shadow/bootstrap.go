@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -148,7 +149,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*BootstrapResult, erro
 	if err := createDataDir(dir, owner); err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, IncompleteMarker), []byte("bootstrap in progress\n"), owner); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, IncompleteMarker), []byte("bootstrap in progress\n"), 0o600, owner.chown); err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
 	}
 	res, err := runBaseBackup(ctx, cfg, dir, owner, facts, log)

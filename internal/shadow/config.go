@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walshadow/walshadow/internal/fsutil"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 package puts the binaries.
@@ -191,7 +193,7 @@ func (r *resolved) materialize(ctx context.Context) (Floors, error) {
 		{"standby.signal", ""},
 	}
 	for _, f := range files {
-		if err := writeFileAtomic(filepath.Join(r.Dir, f.name), []byte(f.content), r.owner); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(r.Dir, f.name), []byte(f.content), 0o600, r.owner.chown); err != nil {
 			return Floors{}, fmt.Errorf("materializing the shadow's configuration: %w", err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+
+	"github.com/walshadow/walshadow/internal/fsutil"
 )
 
 // ExtractStats counts what bootstrap kept and dropped of the backup.
@@ -238,24 +240,9 @@ func (x *extractor) finish() error {
 	}
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	for _, d := range dirs {
-		if err := syncDir(filepath.Join(x.root, filepath.FromSlash(d))); err != nil {
+		if err := fsutil.SyncDir(filepath.Join(x.root, filepath.FromSlash(d))); err != nil {
 			return err
 		}
 	}
-	return syncDir(filepath.Dir(x.root))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s for fsync: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.SyncDir(filepath.Dir(x.root))
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -115,41 +116,13 @@ func writeCompleteMarker(dir string, owner *osUser, res *BootstrapResult) error 
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CompleteMarker), append(b, '\n'), owner); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, CompleteMarker), append(b, '\n'), 0o600, owner.chown); err != nil {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, IncompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", IncompleteMarker, err)
 	}
-	return syncDir(dir)
-}
-
-// writeFileAtomic writes path through a temporary file: write, fsync,
-// rename, directory fsync; the file ends up 0600 and owned by the OS user.
-func writeFileAtomic(path string, data []byte, owner *osUser) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = owner.chown(tmp)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
+	return fsutil.SyncDir(dir)
 }
 
 func sortRelFiles(rs []RelFile) {
