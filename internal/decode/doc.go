@@ -1,0 +1,38 @@
+// Package decode turns heap tuples into column values and column values into
+// PostgreSQL's text output. It is pure: bytes in, values out, no I/O.
+//
+// # Tuples
+//
+// A heap tuple as WAL logs it (wal.HeapTuple) is xl_heap_header plus the
+// on-page tuple from offset 23 (SizeofHeapTupleHeader):
+//
+//	Data: | null bitmap (natts bits, LSB first; 1 = NOT null) | pad |
+//	      | user data from t_hoff-23: attr 1 | attr 2 | ... |
+//
+// t_hoff is MAXALIGNed, so aligning offsets within the user data is the same
+// as aligning them within the page. Each non-null attribute, in attnum order
+// (dropped columns included: they keep their slot), is laid out as
+//
+//	attlen > 0   aligned to attalign, attlen bytes
+//	attlen = -1  varlena: aligned to attalign only when the byte at the
+//	             current offset is 0 (a pad byte; 1-byte headers are never 0)
+//	attlen = -2  cstring: aligned to attalign, up to and including its NUL
+//
+// Attributes at or beyond the tuple's natts (t_infomask2 & 0x07FF) were added
+// after the tuple was written: they read as the column's missing value or NULL.
+//
+// # Varlenas (little-endian)
+//
+//	first byte xxxxxxx1, != 0x01  1-byte header: length (b>>1) incl. header
+//	first byte 0x01               external: tag byte, then for tag 18 (ONDISK)
+//	                              varatt_external: rawsize i32 | extinfo u32 |
+//	                              valueid u32 | toastrelid u32
+//	uint32 ......00               4-byte header, plain: length (v>>2)
+//	uint32 ......10               4-byte header, compressed inline: then
+//	                              tcinfo u32 (raw size: low 30 bits; method:
+//	                              top 2 bits, 0 pglz, 1 lz4), compressed bytes
+//
+// Damage in the input (lengths past the end, bad headers) is an error naming
+// the column and offset; nothing panics on any input (fuzz targets cover
+// Deform, ParseVarlena and Render).
+package decode
