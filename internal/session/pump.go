@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/filter"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -211,24 +212,16 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 // scatter writes a contiguous record image over the record's bytes in the
 // wire buffer, skipping the page headers it crosses.
 func (p *Pump) scatter(lsn wal.LSN, rec []byte) error {
-	for len(rec) > 0 {
-		pageOff := int(lsn % wal.BlockSize)
-		if pageOff == 0 {
-			if lsn%wal.LSN(p.cfg.SegmentSize) == 0 {
-				lsn += wal.LongPageHeaderLen
-			} else {
-				lsn += wal.ShortPageHeaderLen
-			}
-			continue
+	var werr error
+	err := filter.Scatter(rec, lsn, p.cfg.SegmentSize, func(at wal.LSN, b []byte) {
+		if werr == nil {
+			werr = p.wire.WriteAt(at, b)
 		}
-		n := min(len(rec), wal.BlockSize-pageOff)
-		if err := p.wire.WriteAt(lsn, rec[:n]); err != nil {
-			return err
-		}
-		rec = rec[n:]
-		lsn += wal.LSN(n)
+	})
+	if err != nil {
+		return err
 	}
-	return nil
+	return werr
 }
 
 // publish sends decided wire bytes to the shadow and seals complete segments.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
@@ -232,7 +233,7 @@ func TestPumpHoldTimeout(t *testing.T) {
 	p, _ := NewPump(start, PumpConfig{SegmentSize: 1 << 20, HoldTimeout: 50 * time.Millisecond}, fakeDecider{},
 		&fakeShadow{start: start, t: t}, &memSink{segs: map[wal.LSN][]byte{}}, out)
 	err := p.Feed(context.Background(), all[:1<<20])
-	if err == nil || !errorsIs(err, ErrHoldTimeout) {
+	if err == nil || !errors.Is(err, ErrHoldTimeout) {
 		t.Fatalf("err = %v, want a hold timeout (nobody releases the boundary)", err)
 	}
 }
