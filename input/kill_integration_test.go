@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -136,14 +134,8 @@ func TestKillWalshadowResumes(t *testing.T) {
 			os.RemoveAll(stateDir)
 		}
 	}()
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	osUser := "postgres"
-	if os.Geteuid() != 0 {
-		u, _ := user.Current()
-		osUser = u.Username
-	}
+	port := testrig.FreePort(t)
+	osUser := testrig.ServerOSUser()
 	config := filepath.Join(stateDir, "pipeline.yaml")
 	os.WriteFile(config, []byte(fmt.Sprintf(`
 logger:

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,23 +42,6 @@ func stateDir(t *testing.T) string {
 	return dir
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func osUser() string {
-	if os.Geteuid() == 0 {
-		return "postgres"
-	}
-	u, _ := user.Current()
-	return u.Username
-}
-
 func sessionConfig(t *testing.T, src *testrig.Postgres, dir string) config.Session {
 	return config.Session{
 		SourceDSN:       src.DSN(),
@@ -68,8 +49,8 @@ func sessionConfig(t *testing.T, src *testrig.Postgres, dir string) config.Sessi
 		SlotName:        "walshadow_test",
 		CreateSlot:      true,
 		ShadowBinDir:    src.BinDir(),
-		ShadowOSUser:    osUser(),
-		ShadowPort:      freePort(t),
+		ShadowOSUser:    testrig.ServerOSUser(),
+		ShadowPort:      testrig.FreePort(t),
 		HoldTimeout:     30 * time.Second,
 		StatusInterval:  time.Second,
 		MaxBatchRecords: 1024,

@@ -208,3 +208,27 @@ func commandOutput(cmd *exec.Cmd) (string, error) {
 	}
 	return string(out), nil
 }
+
+// FreePort returns a free loopback TCP port number (for a server a test
+// starts itself, e.g. a shadow's socket name). Another process can take it
+// before it is bound; for unix-socket "ports" that cannot happen.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// ServerOSUser is the OS user test servers run as: postgres when the tests
+// run as root (PostgreSQL refuses root), else the current user.
+func ServerOSUser() string {
+	if os.Geteuid() == 0 {
+		return "postgres"
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
