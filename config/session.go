@@ -30,6 +30,7 @@ const (
 	FieldMaxBatchRecords = "max_batch_records"
 	FieldRetention       = "archive_retention_bytes"
 	FieldSlowThreshold   = "walsender_slow_threshold_bytes"
+	FieldXactBuffer      = "transaction_buffer_bytes"
 
 	// FieldSession is how components name the session they belong to.
 	FieldSession = "session"
@@ -50,6 +51,7 @@ type Session struct {
 	MaxBatchRecords int
 	RetentionBytes  int64
 	SlowThreshold   int64
+	XactBufferBytes int64
 }
 
 // SessionSpec is the config spec of the walshadow resource.
@@ -113,6 +115,9 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 			service.NewIntField(FieldSlowThreshold).
 				Description("A shadow walreceiver that falls this many bytes behind is disconnected; it catches up from the archive.").
 				Default(64<<20).Advanced(),
+			service.NewIntField(FieldXactBuffer).
+				Description("Memory for row changes of transactions still open on the source. Past it the transaction holding the most is spilled to `state_dir/spill` (CRC-framed scratch files, removed at start and as transactions end). Like PostgreSQL's logical_decoding_work_mem.").
+				Default(64<<20).Advanced(),
 		)
 	// Rules sit on the fields: a custom resource's spec-level lint rule is
 	// not applied by benthos.
@@ -148,6 +153,12 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 		s.SlowThreshold = int64(n)
 		return
 	})
+	get(func() (e error) {
+		var n int
+		n, e = conf.FieldInt(FieldXactBuffer)
+		s.XactBufferBytes = int64(n)
+		return
+	})
 	if err != nil {
 		return s, err
 	}
@@ -160,6 +171,8 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 		return s, fmt.Errorf("%s: must be positive", FieldHoldTimeout)
 	case s.MaxBatchRecords <= 0:
 		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchRecords)
+	case s.XactBufferBytes < 1<<20:
+		return s, fmt.Errorf("%s: %d is below the 1 MiB minimum", FieldXactBuffer, s.XactBufferBytes)
 	case s.ShadowPort <= 0 || s.ShadowPort > 65535:
 		return s, fmt.Errorf("%s.%s: %d is not a port number", FieldShadow, FieldShadowPort, s.ShadowPort)
 	}

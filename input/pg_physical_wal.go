@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -27,25 +28,44 @@ const (
 	MetaPGMajor    = "pg_major"
 	MetaDeferred   = "walshadow_defer_catalog_decode"
 	MetaBoundary   = "walshadow_boundary"
+
+	// Transaction metadata: every message belongs to one committed
+	// transaction, emitted whole and in commit order.
+	MetaCommitLSN  = "walshadow_commit_lsn"
+	MetaCommitNext = "walshadow_commit_next_lsn"
+	MetaTxTopXID   = "walshadow_top_xid"
+	MetaCommitTime = "walshadow_commit_time"
+	MetaTxLast     = "walshadow_tx_last"
+	MetaTxFirstLSN = "walshadow_tx_first_lsn"
+	MetaSeq        = "walshadow_seq"
+	MetaEpoch      = "walshadow_epoch"
 )
 
 func inputSpec() *service.ConfigSpec {
 	return service.NewConfigSpec().
 		Beta().
 		Categories("Services").
-		Summary("Streams a PostgreSQL source's physical WAL (a physical replication slot, no logical decoding) through a walshadow session, and emits the original records that carry row changes and transaction boundaries.").
+		Summary("Streams a PostgreSQL source's physical WAL (a physical replication slot, no logical decoding) through a walshadow session, and emits the records of committed transactions, whole and in commit order.").
 		Description(`
 Each message is one WAL record: the payload is the record's bytes exactly as
-the source wrote them, and metadata names its position and kind:
+the source wrote them. Row changes are buffered per transaction inside the
+session (spilling to `+"`state_dir/spill`"+` past `+"`transaction_buffer_bytes`"+`) and
+come out at their commit: the commit record first, then every row change of
+the transaction tree merged by LSN; aborted work and rolled-back savepoints
+never come out. A large transaction spans several batches. Metadata:
 
 - `+"`wal_lsn`"+`, `+"`wal_next_lsn`"+`: where the record starts, and where the next one does (PostgreSQL's EndRecPtr).
 - `+"`wal_xid`"+`, `+"`wal_top_xid`"+`: the (sub)transaction id, and the top-level one when the record names it.
 - `+"`wal_rmgr`"+`, `+"`wal_record_type`"+`: e.g. Heap / INSERT, Transaction / COMMIT.
 - `+"`pg_major`"+`: the source's PostgreSQL major version.
-- `+"`walshadow_boundary`"+` (structured, on the last message of a batch only): a catalog-changing commit. The session holds the shadow at this point until the batch is acknowledged downstream or, while no walshadow_decode processor takes part, until the shadow has applied it.
+- `+"`walshadow_commit_lsn`"+`, `+"`walshadow_commit_next_lsn`"+`, `+"`walshadow_top_xid`"+`, `+"`walshadow_commit_time`"+`, `+"`walshadow_tx_first_lsn`"+`: the transaction the record belongs to; `+"`walshadow_tx_last`"+` flags its last record.
+- `+"`walshadow_defer_catalog_decode`"+`: the record's transaction changed catalogs before it.
+- `+"`walshadow_boundary`"+` (structured, on a commit record): a catalog-changing commit. The session holds the shadow at this point until the `+"`walshadow_decode`"+` processor has captured the new shapes, or, while no such processor takes part, until the shadow has applied it.
+- `+"`walshadow_seq`"+`, `+"`walshadow_epoch`"+`: the batch's sequence number within the session's run, and the run.
 
-A batch ends at every catalog boundary. Records are delivered in WAL order;
-keep `+"`pipeline.threads: 1`"+` and an output `+"`max_in_flight: 1`"+` where order matters.`).
+The resume point never passes the first record of a transaction not yet
+acknowledged downstream, and a restart skips transactions already
+acknowledged. Keep `+"`pipeline.threads: 1`"+` where order matters.`).
 		Field(service.NewStringField(config.FieldSession).
 			Description("Label of the `walshadow` resource (the source session) to read.").
 			Example("main")).
@@ -124,14 +144,22 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		return nil, nil, err
 	}
 	msgs := make(service.MessageBatch, 0, len(b.Items))
-	for _, it := range b.Items {
-		msgs = append(msgs, recordMessage(it))
-	}
+	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
+	var boundary any
 	if b.Boundary != nil {
-		boundary, _ := json.Marshal(b.Boundary)
-		var structured any
-		_ = json.Unmarshal(boundary, &structured)
-		msgs[len(msgs)-1].MetaSetMut(MetaBoundary, structured)
+		raw, _ := json.Marshal(b.Boundary)
+		_ = json.Unmarshal(raw, &boundary)
+	}
+	for _, it := range b.Items {
+		m := recordMessage(it)
+		m.MetaSetMut(MetaSeq, seq)
+		m.MetaSetMut(MetaEpoch, epoch)
+		// The boundary rides its commit record, the first item of its
+		// transaction: the processor captures before decoding any row.
+		if boundary != nil && it.Tx != nil && it.Record.LSN == it.Tx.CommitLSN {
+			m.MetaSetMut(MetaBoundary, boundary)
+		}
+		msgs = append(msgs, m)
 	}
 	// Wrapped in AutoRetryNacksBatched, this is called once the batch has
 	// been delivered.
@@ -157,6 +185,16 @@ func recordMessage(it session.Item) *service.Message {
 	m.MetaSetMut(MetaPGMajor, strconv.Itoa(rec.Layout.Major))
 	if it.Decision.DeferCatalogDecode {
 		m.MetaSetMut(MetaDeferred, "true")
+	}
+	if tx := it.Tx; tx != nil {
+		m.MetaSetMut(MetaCommitLSN, tx.CommitLSN.String())
+		m.MetaSetMut(MetaCommitNext, tx.CommitNext.String())
+		m.MetaSetMut(MetaTxTopXID, strconv.FormatUint(uint64(tx.TopXID), 10))
+		m.MetaSetMut(MetaCommitTime, tx.CommitTime.Format(time.RFC3339Nano))
+		m.MetaSetMut(MetaTxFirstLSN, tx.FirstLSN.String())
+	}
+	if it.Last {
+		m.MetaSetMut(MetaTxLast, "true")
 	}
 	return m
 }

@@ -1,46 +1,101 @@
-// Package processor registers the walshadow_decode Benthos processor.
+// Package processor registers the walshadow_decode Benthos processor: it
+// turns the pg_physical_wal input's committed transactions into one message
+// per row change (and per schema event), decoded with the relation shape in
+// force at each record's LSN.
 //
-// Today it performs the processor side of the catalog-boundary hold: for a
-// batch that ends at a boundary it waits until the shadow has replayed
-// exactly through the boundary, captures the changed relation shapes into
-// the session's durable descriptor log, and releases the hold. Row decoding
-// (turning heap records into row changes) is the next issue; until then the
-// records pass through unchanged.
+// The input emits each committed transaction whole: its commit record
+// first, then its row changes merged by LSN, the last one flagged. At a
+// commit that is a catalog boundary the processor captures the changed
+// shapes into the session's descriptor log (the shadow is held exactly
+// there) and emits their schema events, then decodes the transaction's
+// rows. A transaction may span several batches: the decoder's state (TOAST
+// chunks, speculative inserts) is carried between them, and batches are
+// processed strictly in the session's sequence even with pipeline.threads
+// above 1.
 package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
 	"github.com/walshadow/walshadow/input"
+	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/wal"
+)
+
+const (
+	fieldToast         = "toast"
+	fieldMaxValueBytes = "max_value_bytes"
+
+	toastOmit = "omit"
+	toastFail = "fail"
 )
 
 func decodeSpec() *service.ConfigSpec {
 	return service.NewConfigSpec().
 		Beta().
 		Categories("Parsing").
-		Summary("Takes part in a walshadow session's catalog-boundary holds: captures relation shapes into the session's descriptor log at every catalog-changing commit. (Row decoding arrives with a later release; records pass through unchanged.)").
+		Summary("Decodes a walshadow session's committed transactions into one message per row change, with each relation's shape as it was at the change, and schema events before the rows that depend on them.").
 		Description(`
-Place it right after the ` + "`pg_physical_wal`" + ` input of the same session, with
-` + "`pipeline.threads: 1`" + `. At a batch ending in a catalog boundary it waits until
-the shadow has replayed exactly through the boundary (a shadow found past it is
-a fatal error: the hold was broken), reads the affected relations' shapes from
-the shadow, appends them durably to the descriptor log, and releases the
-session's hold.`).
+Place it right after the ` + "`pg_physical_wal`" + ` input of the same session.
+
+Each row change becomes one message whose payload is a structured object,
+column name to value (NULL as null; bool; int2/int4/int8/oid as integers;
+float4/float8 as numbers, NaN and infinities as the strings PostgreSQL
+prints; numeric as an exact JSON number, NaN and infinities as strings;
+date/timestamp/timestamptz as timestamps when the year is 1..9999, else
+PostgreSQL's text; bytea as bytes; everything else as PostgreSQL's own text
+output under TimeZone UTC and DateStyle ISO — types walshadow does not decode
+itself, such as jsonb, arrays, enums, ranges and extension types, are
+rendered by the shadow's bridge, so set ` + "`shadow.bridge_library_dir`" + `).
+
+Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, schema),
+` + "`walshadow_schema`" + `, ` + "`walshadow_table`" + `, ` + "`walshadow_relation_oid`" + `,
+` + "`walshadow_lsn`" + ` (the change's own LSN: its version), ` + "`walshadow_commit_lsn`" + `,
+` + "`walshadow_xid`" + `, ` + "`walshadow_commit_time`" + `, ` + "`walshadow_descriptor_version`" + `,
+` + "`walshadow_key`" + ` (the replica identity's columns), and on an update whose
+unchanged TOASTed columns were left out, ` + "`walshadow_unchanged_toast`" + `.
+
+A delete carries the old key (the whole old row under REPLICA IDENTITY
+FULL). An update that changes the key is a delete of the old key followed by
+the update. Schema events (` + "`walshadow_event`" + ` added, changed, dropped,
+truncate) describe the relation and, for changed, what changed.
+
+Decoding fails closed: a value it cannot render exactly, a DELETE on a table
+without a usable replica identity, a record inside an ambiguity interval of
+the descriptor log — each stops the session with an error naming the LSN,
+relation and column; nothing past it is acknowledged.`).
 		Field(service.NewStringField(config.FieldSession).
 			Description("Label of the `walshadow` resource (the source session) whose records this processor receives.").
-			Example("main"))
+			Example("main")).
+		Field(service.NewStringEnumField(fieldToast, toastOmit, toastFail).
+			Description("What an UPDATE whose TOASTed column did not change (its value is not in the WAL) does: `omit` leaves the column out of the message so the stored value stays; `fail` stops with an error.").
+			Default(toastOmit).Advanced()).
+		Field(service.NewIntField(fieldMaxValueBytes).
+			Description("Largest single value (after TOAST reassembly and decompression) the processor accepts; a larger one stops with an error.").
+			Default(1 << 30).Advanced())
 }
 
 func init() {
 	err := service.RegisterBatchProcessor("walshadow_decode", decodeSpec(),
 		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchProcessor, error) {
 			label, err := conf.FieldString(config.FieldSession)
+			if err != nil {
+				return nil, err
+			}
+			toast, err := conf.FieldString(fieldToast)
+			if err != nil {
+				return nil, err
+			}
+			maxValue, err := conf.FieldInt(fieldMaxValueBytes)
 			if err != nil {
 				return nil, err
 			}
@@ -53,7 +108,11 @@ func init() {
 			}
 			// Holds are released by this processor from now on.
 			sess.AttachProcessor()
-			return &decodeProcessor{sess: sess, log: mgr.Logger()}, nil
+			opts := decode.TxOptions{MaxValueBytes: maxValue}
+			if toast == toastFail {
+				opts.ToastPolicy = decode.ToastFail
+			}
+			return newDecodeProcessor(sess, mgr, opts), nil
 		})
 	if err != nil {
 		panic(err)
@@ -63,26 +122,136 @@ func init() {
 type decodeProcessor struct {
 	sess *session.Session
 	log  *service.Logger
+	m    *decodeMetrics
+	opts decode.TxOptions
+
+	// turn orders batches by (epoch, seq): changed is closed and replaced
+	// whenever it moves.
+	turnMu  sync.Mutex
+	epoch   uint64
+	next    uint64
+	changed chan struct{}
+
+	// Decoding state of the transaction in progress (under the turn).
+	tx         *decode.Tx
+	txMeta     txMeta
+	rows       []decode.RowChange
+	preflown   bool
+	layout     *wal.Layout
+	layoutFrom int
 }
+
+func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {
+	return &decodeProcessor{sess: sess, log: mgr.Logger(), m: newDecodeMetrics(mgr.Metrics()), opts: opts,
+		changed: make(chan struct{})}
+}
+
+// errRedelivered: Benthos delivered a batch again after a nack. The
+// decoder's state has moved past it, so the session restarts from its
+// durable resume point instead.
+var errRedelivered = errors.New("a batch was delivered to walshadow_decode again after a nack; restarting the session from its resume point")
 
 func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	last := batch[len(batch)-1]
-	if _, ok := last.MetaGetMut(input.MetaBoundary); ok {
-		next, _ := last.MetaGet(input.MetaNextLSN)
-		lsn, err := wal.ParseLSN(next)
-		if err != nil {
-			return nil, fmt.Errorf("boundary message without a valid %s: %w", input.MetaNextLSN, err)
+	epoch, seq, err := batchPosition(batch[0])
+	if err != nil {
+		return nil, err
+	}
+	stale, err := p.waitTurn(ctx, epoch, seq)
+	if err != nil || stale {
+		return nil, err
+	}
+	defer p.advance(epoch, seq)
+
+	out, err := p.decodeBatch(ctx, batch)
+	if err != nil {
+		// Nothing acknowledged after this counts: the session stops and
+		// resumes from its durable state, and the error names the record.
+		p.sess.Fail(err)
+		p.resetTx()
+		p.m.failures.Incr(1)
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return []service.MessageBatch{out}, nil
+}
+
+func batchPosition(m *service.Message) (epoch, seq uint64, err error) {
+	e, _ := m.MetaGet(input.MetaEpoch)
+	s, _ := m.MetaGet(input.MetaSeq)
+	if epoch, err = strconv.ParseUint(e, 10, 64); err == nil {
+		seq, err = strconv.ParseUint(s, 10, 64)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("walshadow_decode needs the pg_physical_wal input's %s and %s metadata (is it placed right after the input?): %w", input.MetaEpoch, input.MetaSeq, err)
+	}
+	return epoch, seq, nil
+}
+
+// waitTurn blocks until (epoch, seq) is the next batch to process. A batch
+// of an older run is stale (dropped: its run's acknowledgements no longer
+// count); a batch seen again is a redelivery (the session restarts).
+func (p *decodeProcessor) waitTurn(ctx context.Context, epoch, seq uint64) (stale bool, err error) {
+	for {
+		p.turnMu.Lock()
+		switch {
+		case epoch > p.epoch:
+			// A new run of the session: its batches start at 1 and the
+			// transaction in progress (if any) is re-read from the floor.
+			p.epoch, p.next = epoch, 1
+			p.resetTx()
+			p.bump()
+			p.turnMu.Unlock()
+			continue
+		case epoch < p.epoch:
+			p.turnMu.Unlock()
+			return true, nil
+		case seq < p.next:
+			p.turnMu.Unlock()
+			p.sess.Fail(errRedelivered)
+			return false, errRedelivered
+		case seq == p.next:
+			p.turnMu.Unlock()
+			return false, nil
 		}
-		// A failed capture leaves the hold on: the session times out and
-		// stops, rather than letting records past an uncaptured shape through.
-		if err := p.sess.CaptureAndRelease(ctx, lsn); err != nil {
-			return nil, fmt.Errorf("capturing the catalog boundary at %s: %w", lsn, err)
+		ch := p.changed
+		p.turnMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Second):
+			// Re-check: a new epoch may have started without this batch's
+			// predecessor ever arriving.
+			if p.sess.Epoch() > epoch {
+				return true, nil
+			}
 		}
 	}
-	return []service.MessageBatch{batch}, nil
+}
+
+// bump wakes waiters; turnMu held.
+func (p *decodeProcessor) bump() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *decodeProcessor) advance(epoch, seq uint64) {
+	p.turnMu.Lock()
+	if p.epoch == epoch && p.next == seq {
+		p.next++
+		p.bump()
+	}
+	p.turnMu.Unlock()
+}
+
+func (p *decodeProcessor) resetTx() {
+	p.tx = nil
+	p.txMeta = txMeta{}
 }
 
 func (p *decodeProcessor) Close(ctx context.Context) error { return nil }

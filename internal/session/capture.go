@@ -108,7 +108,10 @@ var ErrShadowPastBoundary = errors.New("the shadow replayed past a held catalog 
 // log (durably), and releases the hold. A boundary the log already holds
 // (WAL re-read after a restart) or baked into the seed is not captured
 // again.
-func (s *Session) CaptureAndRelease(ctx context.Context, nextLSN wal.LSN) error {
+//
+// It returns the schema events of the boundary (the same events when the
+// boundary is replayed from the log after a restart).
+func (s *Session) CaptureAndRelease(ctx context.Context, nextLSN wal.LSN) ([]desclog.Event, error) {
 	s.mu.Lock()
 	p := s.parts
 	var held *Batch
@@ -119,23 +122,28 @@ func (s *Session) CaptureAndRelease(ctx context.Context, nextLSN wal.LSN) error 
 	}
 	s.mu.Unlock()
 	if p == nil || held == nil {
-		return fmt.Errorf("no held boundary at %s in this session", nextLSN)
+		return nil, fmt.Errorf("no held boundary at %s in this session", nextLSN)
 	}
-	if _, err := s.captureBoundary(ctx, p, held.Boundary, droppedStorage(held)); err != nil {
-		return err
+	events, err := s.captureBoundary(ctx, p, held.Boundary, droppedStorage(held, nextLSN))
+	if err != nil {
+		return nil, err
 	}
 	held.Release()
-	return nil
+	return events, nil
 }
 
 // droppedStorage lists the relation storage the boundary's commit record
 // drops (DROP TABLE, and the old files of a rewrite or TRUNCATE).
-func droppedStorage(b *Batch) []wal.RelFileNode {
-	if len(b.Items) == 0 {
-		return nil
-	}
+func droppedStorage(b *Batch, nextLSN wal.LSN) []wal.RelFileNode {
 	var c wal.XactCommit
-	if err := c.Decode(b.Items[len(b.Items)-1].Record); err != nil {
+	found := false
+	for _, it := range b.Items {
+		if it.Record.Next == nextLSN && it.Record.Header.RmID == wal.RmgrXact {
+			found = c.Decode(it.Record) == nil
+			break
+		}
+	}
+	if !found {
 		return nil
 	}
 	out := make([]wal.RelFileNode, 0, c.Rels.Len())

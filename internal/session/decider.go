@@ -19,7 +19,10 @@ func (d filterDecider) Decide(rec *wal.Record) (Decision, error) {
 	}
 	// The processor gets row changes and everything that ends or shapes a
 	// transaction.
-	out.ToDecoder = out.Noop || rec.Header.RmID == wal.RmgrXact
+	// TRUNCATE names relations by oid and has no block: the shadow replays
+	// it (it is no user data), and the processor fans it out.
+	out.ToDecoder = out.Noop || rec.Header.RmID == wal.RmgrXact ||
+		rec.Header.RmID == wal.RmgrHeap && rec.Header.Info&wal.XLogHeapOpMask == wal.XLogHeapTruncate
 	if b := fd.Boundary; b != nil {
 		out.Boundary = &Boundary{
 			NextLSN:           b.NextLSN,

@@ -58,26 +58,49 @@ type SegmentSink interface {
 type Item struct {
 	Record   *wal.Record
 	Decision Decision
+	// Tx is the committed transaction the item belongs to (output batches
+	// only: Session.Next emits whole transactions in commit order); Last
+	// flags its last item.
+	Tx   *TxInfo
+	Last bool
 }
 
-// Batch is what the input emits: records in WAL order. A boundary, when
-// present, is the last item's, and Release must be called once the
-// processor has captured what it needs (the hold ends then).
+// Batch is a run of records. The pump's batches are in WAL order, a
+// boundary (when present) being the last item's. The session's output
+// batches (Session.Next) hold committed transactions in commit order, each
+// the commit record first and then its changes; a boundary, when present, is
+// the commit item's. Release must be called once the processor has captured
+// what the boundary needs (the hold ends then).
 type Batch struct {
 	Items    []Item
 	First    wal.LSN // LSN of the first item
 	Through  wal.LSN // every record before this LSN has been decided
 	Boundary *Boundary
 
+	// Seq numbers the session's output batches from 1 within a run (Epoch);
+	// both are 0 on pump batches.
+	Seq, Epoch uint64
+
 	release     chan struct{}
+	holdRelease func() // output batches: releases the pump batch's hold
 	releaseOnce sync.Once
+	txFloor     wal.LSN // lowest FirstLSN of the transactions with items here
+	delivers    wal.LSN // commit LSN of the last transaction completed here
+	acked       bool
 }
 
 // Release ends a boundary's hold. It is safe to call more than once, from
 // any goroutine, and on batches without a boundary.
 func (b *Batch) Release() {
-	if b.release != nil {
-		b.releaseOnce.Do(func() { close(b.release) })
+	if b.release != nil || b.holdRelease != nil {
+		b.releaseOnce.Do(func() {
+			if b.release != nil {
+				close(b.release)
+			}
+			if b.holdRelease != nil {
+				b.holdRelease()
+			}
+		})
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/internal/xact"
 )
 
 // ErrClosed is returned by Next once the session has been closed.
@@ -70,7 +71,19 @@ type Session struct {
 	parts      *parts
 	startLSN   wal.LSN
 	lastSaved  wal.LSN
+	// lastDelivered is the delivered LSN last written to progress.json.
+	lastDelivered wal.LSN
 	compacting atomic.Bool
+
+	// nextMu serialises Next with the reorderer's teardown.
+	nextMu sync.Mutex
+	// seq numbers output batches; reorderFloor is the reorderer's floor as
+	// of its last Next; delivered is the commit LSN through which every
+	// transaction has been acknowledged downstream (a restart skips them).
+	seq          uint64
+	epoch        uint64
+	reorderFloor wal.LSN
+	delivered    wal.LSN
 }
 
 // parts are the running pieces, set by Start.
@@ -87,6 +100,7 @@ type parts struct {
 	identity   source.Identity
 	segSize    uint32
 	boot       *shadow.BootstrapResult
+	reorder    *reorderer
 }
 
 // New returns a session that starts on the first Start.
@@ -105,6 +119,7 @@ func New(cfg config.Session, logger *service.Logger, metrics *service.Metrics) *
 func (s *Session) shadowDir() string  { return filepath.Join(s.cfg.StateDir, "shadow") }
 func (s *Session) archiveDir() string { return filepath.Join(s.cfg.StateDir, "archive") }
 func (s *Session) runDir() string     { return filepath.Join(s.cfg.StateDir, "run") }
+func (s *Session) spillDir() string   { return filepath.Join(s.cfg.StateDir, "spill") }
 
 // Start brings the session up: bootstrap or resume the shadow, open the
 // archive and the walsender, start the shadow, connect to the source and
@@ -189,6 +204,7 @@ func (s *Session) start(ctx context.Context) error {
 	}
 
 	// 2. Identity and where to start.
+	var delivered wal.LSN
 	p.identity = source.Identity{SystemID: boot.SystemID, Timeline: boot.Timeline}
 	start := boot.WALEnd
 	if prog != nil {
@@ -198,6 +214,7 @@ func (s *Session) start(ctx context.Context) error {
 			return fmt.Errorf("%w: state_dir %s: the shadow and progress.json disagree: %v", errCorruptState, s.cfg.StateDir, err)
 		}
 		start = prog.ResumeLSN
+		delivered = prog.DeliveredLSN
 	}
 	start -= start % wal.LSN(p.segSize)
 
@@ -319,9 +336,21 @@ func (s *Session) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	buf, err := xact.New(xact.Config{MemoryBudget: s.cfg.XactBufferBytes, SpillDir: s.spillDir()})
+	if err != nil {
+		return fmt.Errorf("opening the transaction buffer: %w", err)
+	}
+	p.reorder = newReorderer(buf, boot.FollowedDBOID, s.cfg.MaxBatchRecords, start, delivered)
+	s.mu.Lock()
 	s.startLSN = start
+	s.reorderFloor = start
+	s.delivered = delivered
+	s.pending = nil
+	s.epoch++
+	s.seq = 0
+	s.mu.Unlock()
 	s.log.Info("session started", "source", source.RedactDSN(s.cfg.SourceDSN), "start_lsn", start.String(),
-		"followed_db", pcfg.Database, "shadow", s.shadowDir())
+		"followed_db", pcfg.Database, "shadow", s.shadowDir(), "delivered_through", delivered.String())
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -393,19 +422,23 @@ func (s *Session) run(ctx context.Context, p *parts) {
 // the archive and updates metrics.
 func (s *Session) tick(ctx context.Context, p *parts) {
 	apply := p.walsender.ShadowApply()
-	floor := s.floor(p, apply)
+	floor, delivered := s.floor(p, apply)
 	p.stream.SetPositions(p.pump.NextByte(), floor, floor)
 	resume := floor - floor%wal.LSN(p.segSize)
-	if resume > s.lastSaved {
+	if resume > s.lastSaved || delivered > s.lastDelivered {
 		err := saveProgress(s.cfg.StateDir, Progress{
-			SystemID:  strconv.FormatUint(p.identity.SystemID, 10),
-			Timeline:  p.identity.Timeline,
-			ResumeLSN: resume,
+			SystemID:     strconv.FormatUint(p.identity.SystemID, 10),
+			Timeline:     p.identity.Timeline,
+			ResumeLSN:    max(resume, s.lastSaved),
+			DeliveredLSN: delivered,
 		})
 		if err != nil {
 			s.failRun(fmt.Errorf("saving progress: %w", err))
 			return
 		}
+		s.lastDelivered = delivered
+	}
+	if resume > s.lastSaved {
 		s.lastSaved = resume
 		if p.desclog.ShouldCompact() && s.compacting.CompareAndSwap(false, true) {
 			// Off the record loop: a checkpoint rewrite must not stall
@@ -430,19 +463,28 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 }
 
 // floor is the resume floor: nothing before it is needed again. It is at
-// most the first LSN of any batch not acknowledged downstream, the pump's
-// decided position, and the shadow's apply position.
-func (s *Session) floor(p *parts, apply wal.LSN) wal.LSN {
+// most the pump's decided position, the shadow's apply position, the
+// reorderer's floor (open transactions' first changes, committed ones not
+// yet emitted, records not yet taken from the pump) and the first change of
+// every transaction in a batch not acknowledged downstream. delivered is
+// read under the same lock, after the batches: a transaction acknowledged in
+// between is then either still under the floor or already counted as
+// delivered, never neither.
+func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered wal.LSN) {
 	f := p.pump.Decided()
 	s.mu.Lock()
-	if len(s.pending) > 0 {
-		f = min(f, s.pending[0].First)
+	f = min(f, s.reorderFloor)
+	for _, b := range s.pending {
+		if b.txFloor != 0 {
+			f = min(f, b.txFloor)
+		}
 	}
+	delivered = s.delivered
 	s.mu.Unlock()
 	if apply == 0 {
-		return min(f, s.startLSN)
+		return min(f, s.startLSN), delivered
 	}
-	return min(f, apply)
+	return min(f, apply), delivered
 }
 
 // archiveKeepFrom keeps the archive's segments the shadow may still need:
@@ -455,50 +497,121 @@ func (s *Session) archiveKeepFrom(p *parts, apply wal.LSN) wal.LSN {
 	return min(apply-keep, s.lastSaved)
 }
 
-// Next returns the next batch, blocking until one is ready, ctx ends, or
-// the session fails or closes. After a failure of the running session it
-// returns that error (wrapped in ErrStopped): Start may then be called again.
+// Next returns the next batch of committed transactions, blocking until
+// one is ready, ctx ends, or the session fails or closes. Each transaction
+// comes whole and in commit order: its commit record first (carrying the
+// catalog boundary when it is one), then its row changes merged by LSN, the
+// last item flagged; a large transaction spans several batches. After a
+// failure of the running session Next returns that error (wrapped in
+// ErrStopped): Start may then be called again.
 func (s *Session) Next(ctx context.Context) (*Batch, error) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
 	s.mu.Lock()
-	done, runErr := s.done, s.runErr
+	done, runErr, p := s.done, s.runErr, s.parts
 	s.mu.Unlock()
 	if runErr != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStopped, runErr)
 	}
-	select {
-	case b := <-s.batches:
-		s.mu.Lock()
-		s.pending = append(s.pending, b)
-		s.mu.Unlock()
-		return b, nil
-	case <-s.closedCh:
-		return nil, ErrClosed
-	case <-done:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.runErr != nil {
-			return nil, fmt.Errorf("%w: %w", ErrStopped, s.runErr)
-		}
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if p == nil || p.reorder == nil {
+		return nil, fmt.Errorf("%w: the session is not started", ErrStopped)
 	}
+	r := p.reorder
+	out := &Batch{}
+	for {
+		if err := r.fill(out); err != nil {
+			s.failRun(err)
+			return nil, fmt.Errorf("%w: %w", ErrStopped, err)
+		}
+		if len(out.Items) >= r.max || !r.idle() {
+			break // full, or the next transaction holds another boundary
+		}
+		var pb *Batch
+		if len(out.Items) > 0 {
+			select {
+			case pb = <-s.batches:
+			default:
+			}
+			if pb == nil {
+				break
+			}
+		} else {
+			select {
+			case pb = <-s.batches:
+			case <-s.closedCh:
+				return nil, ErrClosed
+			case <-done:
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.runErr != nil {
+					return nil, fmt.Errorf("%w: %w", ErrStopped, s.runErr)
+				}
+				return nil, ErrClosed
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if err := r.consume(pb); err != nil {
+			s.failRun(err)
+			return nil, fmt.Errorf("%w: %w", ErrStopped, err)
+		}
+		s.mu.Lock()
+		s.reorderFloor = r.floor()
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	s.seq++
+	out.Seq, out.Epoch = s.seq, s.epoch
+	s.pending = append(s.pending, out)
+	s.reorderFloor = r.floor()
+	s.mu.Unlock()
+	return out, nil
 }
 
 // ErrStopped wraps the error that stopped a running session.
 var ErrStopped = errors.New("walshadow session stopped")
 
-// Ack marks a batch delivered downstream: the resume floor may pass it.
+// Ack marks a batch delivered downstream. Batches may be acknowledged out
+// of order; the delivered position moves over the acknowledged prefix only.
+// Once the run has failed, acknowledgements move nothing: the next start
+// resumes from the durable state.
 func (s *Session) Ack(b *Batch) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, p := range s.pending {
-		if p == b {
-			s.pending = append(s.pending[:i], s.pending[i+1:]...)
-			break
-		}
+	b.acked = true
+	if s.runErr != nil {
+		s.mu.Unlock()
+		b.Release()
+		return
 	}
+	for len(s.pending) > 0 && s.pending[0].acked {
+		if d := s.pending[0].delivers; d > s.delivered {
+			s.delivered = d
+		}
+		s.pending = s.pending[1:]
+	}
+	s.mu.Unlock()
 	b.Release()
+}
+
+// Fail stops the running session with err (a downstream component found
+// something it cannot go past). Nothing acknowledged after it counts; the
+// next Start resumes from the durable state.
+func (s *Session) Fail(err error) { s.failRun(err) }
+
+// Epoch numbers the session's runs; batch sequence numbers restart at 1 in
+// each.
+func (s *Session) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// Delivered is the commit LSN through which every transaction has been
+// acknowledged downstream.
+func (s *Session) Delivered() wal.LSN {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivered
 }
 
 // Shadow gives access to the running shadow (nil before Start).
@@ -529,10 +642,29 @@ func (s *Session) stopLocked() {
 	if s.done != nil {
 		<-s.done
 	}
+	s.nextMu.Lock()
 	s.mu.Lock()
 	p := s.parts
 	s.parts = nil
+	s.pending = nil
 	s.mu.Unlock()
+	// Batches of the stopped pump are stale: the next start re-reads from
+	// the floor.
+	for drained := false; !drained; {
+		select {
+		case b := <-s.batches:
+			b.Release()
+		default:
+			drained = true
+		}
+	}
+	if p != nil && p.reorder != nil {
+		p.reorder.reset()
+		if err := p.reorder.buf.Close(); err != nil {
+			s.log.Warn("closing the transaction buffer", "error", err)
+		}
+	}
+	s.nextMu.Unlock()
 	if p != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

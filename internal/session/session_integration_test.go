@@ -98,7 +98,7 @@ func consume(t *testing.T, s *Session) *consumer {
 					// The processor side of the hold: capture into the
 					// descriptor log, then release.
 					cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					err = s.CaptureAndRelease(cctx, b.Boundary.NextLSN)
+					_, err = s.CaptureAndRelease(cctx, b.Boundary.NextLSN)
 					cancel()
 				}
 				c.mu.Lock()

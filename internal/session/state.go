@@ -14,7 +14,8 @@ import (
 
 // progressFile is the session's resume state in the state directory:
 //
-//	{"version":1,"system_id":"…","timeline":1,"resume_lsn":"0/3000000","crc":123}
+//	{"version":1,"system_id":"…","timeline":1,"resume_lsn":"0/3000000",
+//	 "delivered_lsn":"0/3012345","crc":123}
 //
 // written atomically (tmp, fsync, rename, directory fsync). The CRC-32C
 // covers the JSON encoding of the other fields, so a torn or edited file is
@@ -29,7 +30,11 @@ type Progress struct {
 	Timeline  uint32  `json:"timeline"`
 	ResumeLSN wal.LSN `json:"-"`
 	Resume    string  `json:"resume_lsn"`
-	CRC       uint32  `json:"crc"`
+	// DeliveredLSN: every transaction committed at or before it was
+	// acknowledged downstream; a restart skips them.
+	DeliveredLSN wal.LSN `json:"-"`
+	Delivered    string  `json:"delivered_lsn,omitempty"`
+	CRC          uint32  `json:"crc"`
 }
 
 func (p *Progress) checksum() uint32 {
@@ -59,6 +64,11 @@ func loadProgress(dir string) (*Progress, error) {
 	if p.ResumeLSN, err = wal.ParseLSN(p.Resume); err != nil {
 		return nil, fmt.Errorf("%s: resume_lsn: %w", path, err)
 	}
+	if p.Delivered != "" {
+		if p.DeliveredLSN, err = wal.ParseLSN(p.Delivered); err != nil {
+			return nil, fmt.Errorf("%s: delivered_lsn: %w", path, err)
+		}
+	}
 	return &p, nil
 }
 
@@ -66,6 +76,9 @@ func loadProgress(dir string) (*Progress, error) {
 func saveProgress(dir string, p Progress) error {
 	p.Version = 1
 	p.Resume = p.ResumeLSN.String()
+	if p.DeliveredLSN != 0 {
+		p.Delivered = p.DeliveredLSN.String()
+	}
 	p.CRC = p.checksum()
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {

@@ -1,0 +1,260 @@
+package processor
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/decode"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/shadow"
+)
+
+// Metadata keys of the messages walshadow_decode emits.
+const (
+	MetaOperation       = "walshadow_operation"
+	MetaEvent           = "walshadow_event"
+	MetaSchema          = "walshadow_schema"
+	MetaTable           = "walshadow_table"
+	MetaRelationOid     = "walshadow_relation_oid"
+	MetaLSN             = "walshadow_lsn"
+	MetaCommitLSN       = "walshadow_commit_lsn"
+	MetaXID             = "walshadow_xid"
+	MetaCommitTime      = "walshadow_commit_time"
+	MetaDescVersion     = "walshadow_descriptor_version"
+	MetaKey             = "walshadow_key"
+	MetaUnchangedToast  = "walshadow_unchanged_toast"
+	OperationInsert     = "insert"
+	OperationUpdate     = "update"
+	OperationDelete     = "delete"
+	OperationTruncate   = "truncate"
+	OperationSchema     = "schema"
+	EventTruncate       = "truncate"
+	schemaPayloadFormat = 1
+)
+
+// messages builds the output of one batch, events placed before the rows
+// decoded after them.
+func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
+	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
+	ev := 0
+	for i := range o.rows {
+		for ev < len(o.events) && o.events[ev].before <= i {
+			out = append(out, o.events[ev].msg)
+			ev++
+		}
+		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i]))
+	}
+	for ; ev < len(o.events); ev++ {
+		out = append(out, o.events[ev].msg)
+	}
+	return out
+}
+
+func opName(op decode.Op) string {
+	switch op {
+	case decode.OpInsert:
+		return OperationInsert
+	case decode.OpUpdate:
+		return OperationUpdate
+	case decode.OpDelete:
+		return OperationDelete
+	case decode.OpTruncate:
+		return OperationTruncate
+	}
+	return "unknown"
+}
+
+func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.Message {
+	m := service.NewMessage(nil)
+	payload := make(map[string]any, len(r.Fields))
+	var omitted []string
+	for i := range r.Fields {
+		f := &r.Fields[i]
+		switch {
+		case f.Omitted:
+			omitted = append(omitted, f.Col.Name)
+		case f.Null:
+			payload[f.Col.Name] = nil
+		default:
+			payload[f.Col.Name] = f.Value
+		}
+	}
+	m.SetStructuredMut(payload)
+	op := opName(r.Op)
+	m.MetaSetMut(MetaOperation, op)
+	if r.Op == decode.OpTruncate {
+		m.MetaSetMut(MetaEvent, EventTruncate)
+	}
+	setRelationMeta(m, r.Desc)
+	m.MetaSetMut(MetaLSN, r.LSN.String())
+	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
+	m.MetaSetMut(MetaXID, tx.xidText)
+	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
+	m.MetaSetMut(MetaDescVersion, r.DescFrom.String())
+	if omitted != nil {
+		m.MetaSetMut(MetaUnchangedToast, strings.Join(omitted, ","))
+	}
+	p.m.rows.Incr(1, op)
+	return m
+}
+
+func setRelationMeta(m *service.Message, d *desclog.Descriptor) {
+	m.MetaSetMut(MetaSchema, d.Namespace)
+	m.MetaSetMut(MetaTable, d.Name)
+	m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(d.Oid), 10))
+	m.MetaSetMut(MetaKey, strings.Join(keyNames(d), ","))
+}
+
+// keyNames are the replica identity's column names (none for FULL).
+func keyNames(d *desclog.Descriptor) []string {
+	names := make([]string, 0, len(d.KeyAttnums))
+	for _, n := range d.KeyAttnums {
+		if c := columnByNum(d, n); c != nil {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+func columnByNum(d *desclog.Descriptor, num int16) *desclog.Column {
+	if i := int(num) - 1; i >= 0 && i < len(d.Columns) && d.Columns[i].Num == num {
+		return &d.Columns[i]
+	}
+	for i := range d.Columns {
+		if d.Columns[i].Num == num {
+			return &d.Columns[i]
+		}
+	}
+	return nil
+}
+
+// eventMessage is a schema event: the relation's shape (and, for a change,
+// the previous shape and the difference) as a structured payload.
+func (p *decodeProcessor) eventMessage(ev *desclog.Event) *service.Message {
+	m := service.NewMessage(nil)
+	kind := ev.Kind.String()
+	payload := map[string]any{
+		"format":       schemaPayloadFormat,
+		"event":        kind,
+		"relation_oid": int64(ev.Oid),
+		"valid_from":   ev.ValidFrom.String(),
+	}
+	if ev.Desc != nil {
+		for k, v := range relationPayload(ev.Desc) {
+			payload[k] = v
+		}
+		setRelationMeta(m, ev.Desc)
+	} else {
+		m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(ev.Oid), 10))
+	}
+	if ev.Kind == desclog.EventChanged && ev.Prev != nil {
+		payload["previous"] = relationPayload(ev.Prev)
+		payload["diff"] = diffPayload(ev.Diff)
+	}
+	m.SetStructuredMut(payload)
+	m.MetaSetMut(MetaOperation, OperationSchema)
+	m.MetaSetMut(MetaEvent, kind)
+	m.MetaSetMut(MetaLSN, ev.ValidFrom.String())
+	m.MetaSetMut(MetaCommitLSN, p.txMeta.commitLSNText)
+	m.MetaSetMut(MetaXID, p.txMeta.xidText)
+	m.MetaSetMut(MetaCommitTime, p.txMeta.commitTimeText)
+	m.MetaSetMut(MetaDescVersion, ev.ValidFrom.String())
+	p.m.events.Incr(1, kind)
+	return m
+}
+
+func relationPayload(d *desclog.Descriptor) map[string]any {
+	cols := make([]any, 0, len(d.Columns))
+	for i := range d.Columns {
+		c := &d.Columns[i]
+		if c.Dropped {
+			continue
+		}
+		cols = append(cols, columnPayload(c, d))
+	}
+	keys := make([]any, 0, len(d.KeyAttnums))
+	for _, n := range keyNames(d) {
+		keys = append(keys, n)
+	}
+	return map[string]any{
+		"schema":           d.Namespace,
+		"table":            d.Name,
+		"relation_oid":     int64(d.Oid),
+		"relkind":          string(d.Kind),
+		"replica_identity": string(d.ReplIdent),
+		"columns":          cols,
+		"key":              keys,
+	}
+}
+
+func columnPayload(c *desclog.Column, d *desclog.Descriptor) map[string]any {
+	key := false
+	for _, n := range d.KeyAttnums {
+		key = key || n == c.Num
+	}
+	col := map[string]any{
+		"name":     c.Name,
+		"attnum":   int64(c.Num),
+		"type":     c.TypeName,
+		"type_oid": int64(c.TypeOid),
+		"typmod":   int64(c.TypMod),
+		"not_null": c.NotNull,
+		"key":      key,
+	}
+	if c.BaseTypeOid != 0 {
+		col["base_type_oid"] = int64(c.BaseTypeOid)
+	}
+	if c.ElemTypeOid != 0 {
+		col["element_type_oid"] = int64(c.ElemTypeOid)
+	}
+	if c.HasMissing {
+		if c.Missing != nil {
+			col["missing"] = *c.Missing
+		} else {
+			col["missing"] = nil
+		}
+	}
+	return col
+}
+
+func diffPayload(d desclog.SchemaDiff) map[string]any {
+	added := make([]any, 0, len(d.Added))
+	for _, c := range d.Added {
+		added = append(added, c.Name)
+	}
+	dropped := make([]any, 0, len(d.Dropped))
+	for _, c := range d.Dropped {
+		dropped = append(dropped, c.Name)
+	}
+	renamed := make([]any, 0, len(d.Renamed))
+	for _, r := range d.Renamed {
+		renamed = append(renamed, map[string]any{"attnum": int64(r.Num), "from": r.OldName, "to": r.NewName})
+	}
+	retyped := make([]any, 0, len(d.Retyped))
+	for _, r := range d.Retyped {
+		retyped = append(retyped, map[string]any{"attnum": int64(r.Num), "column": r.New.Name, "from": r.Old.TypeName, "to": r.New.TypeName})
+	}
+	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped}
+}
+
+type shadowDecodeItem = shadow.DecodeItem
+
+// bridgeDecode renders items through the session's bridge.
+func (p *decodeProcessor) bridgeDecode(ctx context.Context, items []shadow.DecodeItem) ([]shadow.DecodeResult, error) {
+	b := p.sess.Bridge()
+	if b == nil {
+		return nil, errNoBridge
+	}
+	return b.Decode(ctx, items)
+}
+
+var errNoBridge = bridgeMissingError{}
+
+type bridgeMissingError struct{}
+
+func (bridgeMissingError) Error() string {
+	return "this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)"
+}

@@ -1,0 +1,38 @@
+package processor
+
+import (
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/decode"
+)
+
+// decodeMetrics are the processor's walshadow_decode_* series (nil-safe, as
+// benthos' metric types are).
+type decodeMetrics struct {
+	rows, events                     *service.MetricCounter
+	transactions, failures           *service.MetricCounter
+	bridgeValues, captureSeconds     *service.MetricCounter
+	skipped, toastValues, toastOmits *service.MetricCounter
+}
+
+func newDecodeMetrics(m *service.Metrics) *decodeMetrics {
+	if m == nil {
+		return &decodeMetrics{}
+	}
+	return &decodeMetrics{
+		rows:           m.NewCounter("walshadow_decode_rows_total", "operation"),
+		events:         m.NewCounter("walshadow_decode_schema_events_total", "event"),
+		transactions:   m.NewCounter("walshadow_decode_transactions_total"),
+		failures:       m.NewCounter("walshadow_decode_failures_total"),
+		bridgeValues:   m.NewCounter("walshadow_decode_bridge_values_total"),
+		captureSeconds: m.NewCounter("walshadow_decode_capture_nanoseconds_total"),
+		skipped:        m.NewCounter("walshadow_decode_skipped_records_total", "reason"),
+		toastValues:    m.NewCounter("walshadow_decode_toast_values_total"),
+		toastOmits:     m.NewCounter("walshadow_decode_toast_unchanged_omitted_total"),
+	}
+}
+
+// observeTx adds a finished transaction's decoder counters.
+func (m *decodeMetrics) observeTx(s decode.TxStats) {
+	_ = s // wired once the decoder's counters settle (see decode.TxStats)
+}
