@@ -26,6 +26,7 @@ const (
 	MetaDescVersion     = "walshadow_descriptor_version"
 	MetaKey             = "walshadow_key"
 	MetaUnchangedToast  = "walshadow_unchanged_toast"
+	MetaKeyChanged      = "walshadow_key_changed"
 	OperationInsert     = "insert"
 	OperationUpdate     = "update"
 	OperationDelete     = "delete"
@@ -45,12 +46,28 @@ func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 			out = append(out, o.events[ev].msg)
 			ev++
 		}
-		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i]))
+		m := p.rowMessage(&o.rows[i], o.rowTx[i])
+		if keyChange(o.rows, i) {
+			// The delete of the old key and the update that follows it: a
+			// consumer carries the update's unchanged TOAST columns over
+			// from the deleted row (PostgreSQL logged only the old key).
+			m.MetaSetMut(MetaKeyChanged, "true")
+		}
+		out = append(out, m)
 	}
 	for ; ev < len(o.events); ev++ {
 		out = append(out, o.events[ev].msg)
 	}
 	return out
+}
+
+// keyChange tells the two halves of a key-changing update: a delete and an
+// update of one relation at one LSN.
+func keyChange(rows []decode.RowChange, i int) bool {
+	pair := func(d, u *decode.RowChange) bool {
+		return d.Op == decode.OpDelete && u.Op == decode.OpUpdate && d.LSN == u.LSN && d.Desc == u.Desc
+	}
+	return i+1 < len(rows) && pair(&rows[i], &rows[i+1]) || i > 0 && pair(&rows[i-1], &rows[i])
 }
 
 func opName(op decode.Op) string {

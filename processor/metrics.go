@@ -34,5 +34,22 @@ func newDecodeMetrics(m *service.Metrics) *decodeMetrics {
 
 // observeTx adds a finished transaction's decoder counters.
 func (m *decodeMetrics) observeTx(s decode.TxStats) {
-	_ = s // wired once the decoder's counters settle (see decode.TxStats)
+	for _, c := range []struct {
+		reason string
+		n      int64
+	}{
+		{"foreign_db", s.SkippedForeignDb}, {"not_covered", s.SkippedNotCovered},
+		{"retired", s.SkippedRetired}, {"dropped", s.SkippedDropped}, {"relkind", s.SkippedKind},
+		{"speculative_dropped", s.SpeculativeDropped},
+	} {
+		if c.n > 0 {
+			m.skipped.Incr(c.n, c.reason)
+		}
+	}
+	if s.ToastValues > 0 {
+		m.toastValues.Incr(s.ToastValues)
+	}
+	if s.ToastOmitted > 0 {
+		m.toastOmits.Incr(s.ToastOmitted)
+	}
 }

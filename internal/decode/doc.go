@@ -32,7 +32,26 @@
 //	                              tcinfo u32 (raw size: low 30 bits; method:
 //	                              top 2 bits, 0 pglz, 1 lz4), compressed bytes
 //
+// # Values
+//
+// Value turns a stored datum into the Go value of walshadow's row contract
+// (bool, int64, float64, json.Number, time.Time, []byte or PostgreSQL's
+// text as string); types outside the tree come back pending for the
+// shadow's bridge. MissingValue does the same from attmissingval's text.
+//
+// # Rows
+//
+// A Tx decodes one committed transaction's heap records (INSERT,
+// MULTI_INSERT, UPDATE, HOT_UPDATE, DELETE, TRUNCATE, CONFIRM) into
+// RowChanges: it resolves each record's relation in the descriptor log (at
+// the record, or at the commit for catalog-changing trees and relations born
+// in the transaction, fenced by ambiguity intervals), reassembles TOAST
+// values from the transaction's chunks, holds speculative inserts until
+// their CONFIRM, applies the replica identity (a key-changing UPDATE is a
+// DELETE of the old key, then the UPDATE) and copies everything out of the
+// record into per-Tx slabs (arena.go), so a row costs almost no allocations.
+//
 // Damage in the input (lengths past the end, bad headers) is an error naming
 // the column and offset; nothing panics on any input (fuzz targets cover
-// Deform, ParseVarlena and Render).
+// Deform, ParseVarlena, Render, Value, MissingValue and Tx.Add).
 package decode

@@ -1,0 +1,374 @@
+package processor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	// The none buffer and other core components a full config names.
+	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	_ "github.com/walshadow/walshadow/input"
+	_ "github.com/walshadow/walshadow/processor"
+
+	"github.com/walshadow/walshadow/internal/rowmodel"
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// modelConsumer replays every message the pipeline outputs into a model
+// (unless model is nil) and, when a journal is set, appends it there first (fsynced per batch) so
+// a process killed mid-stream leaves a replayable record.
+type modelConsumer struct {
+	mu      sync.Mutex
+	model   *rowmodel.Model
+	journal *rowmodel.Journal
+	errs    []error
+	batches int
+}
+
+// maxModelErrors bounds the contract violations kept for the report.
+const maxModelErrors = 50
+
+func newModelConsumer(journal *rowmodel.Journal) *modelConsumer {
+	return &modelConsumer{model: rowmodel.New(), journal: journal}
+}
+
+// toModelMessage converts a Benthos message: metadata as strings, payload
+// structured for row and schema messages (raw WAL records passing through
+// keep no payload).
+func toModelMessage(m *service.Message) (rowmodel.Message, error) {
+	out := rowmodel.Message{Meta: map[string]string{}}
+	err := m.MetaWalkMut(func(k string, v any) error {
+		if s, ok := v.(string); ok {
+			out.Meta[k] = s
+		} else {
+			out.Meta[k] = fmt.Sprint(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	if out.Meta[rowmodel.MetaOperation] == "" {
+		return out, nil
+	}
+	raw, err := m.AsStructured()
+	if err != nil {
+		if b, _ := m.AsBytes(); len(b) == 0 {
+			return out, nil // truncate: empty payload
+		}
+		return out, fmt.Errorf("%s message at %s: payload is not structured: %w", out.Meta[rowmodel.MetaOperation], out.Meta[rowmodel.MetaLSN], err)
+	}
+	switch p := raw.(type) {
+	case map[string]any:
+		out.Payload = p
+	case nil:
+	default:
+		return out, fmt.Errorf("%s message at %s: payload is %T, want an object", out.Meta[rowmodel.MetaOperation], out.Meta[rowmodel.MetaLSN], raw)
+	}
+	return out, nil
+}
+
+func (c *modelConsumer) consume(ctx context.Context, batch service.MessageBatch) error {
+	msgs := make([]rowmodel.Message, 0, len(batch))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches++
+	for _, m := range batch {
+		msg, err := toModelMessage(m)
+		if err != nil {
+			c.record(err)
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	if c.journal != nil {
+		// A failed append nacks the batch: it comes again.
+		if err := c.journal.Append(msgs); err != nil {
+			return err
+		}
+	}
+	for _, msg := range msgs {
+		if c.model == nil {
+			break
+		}
+		if err := c.model.Apply(msg); err != nil {
+			c.record(err)
+		}
+	}
+	return nil
+}
+
+func (c *modelConsumer) record(err error) {
+	if len(c.errs) < maxModelErrors {
+		c.errs = append(c.errs, err)
+	}
+}
+
+func (c *modelConsumer) errors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.errs...)
+}
+
+// buildPgext builds the shadow's bridge module into a directory the
+// shadow's OS user can read.
+func buildPgext(t *testing.T, pgBinDir string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "walshadow-pgext-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	src := filepath.Join("..", "pgext")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n == "Makefile" || strings.HasSuffix(n, ".c") || strings.HasSuffix(n, ".h") {
+			b, err := os.ReadFile(filepath.Join(src, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, err := exec.Command("make", "-C", dir, "PG_CONFIG="+filepath.Join(pgBinDir, "pg_config")).CombinedOutput()
+	if err != nil {
+		if testrig.InCI() {
+			t.Fatalf("building pgext: %v\n%s", err, out)
+		}
+		t.Skipf("cannot build pgext (install postgresql-server-dev-15, make, gcc): %v\n%s", err, out)
+	}
+	return dir
+}
+
+// pipelineYAML is the stream under test: the session, the input, the
+// decoding processor. The test's consumer is added beside the drop output
+// (the builder fans out to both), so every batch is acknowledged once the
+// consumer returned.
+func pipelineYAML(src *testrig.Postgres, stateDir, bridgeDir string, shadowPort int, slot string) string {
+	return fmt.Sprintf(`
+http: { enabled: false }
+logger: { level: warn }
+walshadow:
+  - label: main
+    source_dsn: %q
+    state_dir: %q
+    slot: { name: %s }
+    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
+    status_interval: 1s
+input:
+  pg_physical_wal:
+    session: main
+pipeline:
+  threads: 1
+  processors:
+    - walshadow_decode:
+        session: main
+output:
+  drop: {}
+`, src.DSN(), stateDir, slot, src.BinDir(), testrig.ServerOSUser(), shadowPort, bridgeDir)
+}
+
+// newStateDir makes a state directory the shadow's OS user can traverse and
+// stops the shadow postmaster (which outlives a stopped or killed stream)
+// when the test ends.
+func newStateDir(t *testing.T, src *testrig.Postgres) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "walshadow-accept-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o711)
+	t.Cleanup(func() {
+		shadow := filepath.Join(dir, "shadow")
+		args := []string{filepath.Join(src.BinDir(), "pg_ctl"), "-D", shadow, "-m", "immediate", "stop"}
+		var cmd *exec.Cmd
+		if os.Geteuid() == 0 {
+			cmd = exec.Command("runuser", append([]string{"-u", testrig.ServerOSUser(), "--"}, args...)...)
+		} else {
+			cmd = exec.Command(args[0], args[1:]...)
+		}
+		cmd.Run()
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		} else {
+			t.Logf("kept state dir %s", dir)
+		}
+	})
+	return dir
+}
+
+func testSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano() % 1_000_000
+	if s := os.Getenv("WALSHADOW_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WALSHADOW_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (rerun with WALSHADOW_SEED=%d)", seed, seed)
+	return seed
+}
+
+// waitSlotActive waits until the session streams from its slot, so what the
+// test does next is in the stream.
+func waitSlotActive(t *testing.T, src *testrig.Postgres, slot string, runErr <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if src.QueryInt(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 1 {
+			return
+		}
+		select {
+		case err := <-runErr:
+			t.Fatalf("the stream stopped before streaming: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s not active after 2 minutes", slot)
+		}
+	}
+}
+
+// TestDecodeRandomWorkloadMatchesSource streams a randomized workload over
+// every type, DDL, savepoints, two-phase commit, TOAST and REPLICA IDENTITY
+// variants through pg_physical_wal and walshadow_decode, replays the output
+// into a model and compares the model with the source table by table.
+func TestDecodeRandomWorkloadMatchesSource(t *testing.T) {
+	seed := testSeed(t)
+	src := testrig.StartPostgres(t, testrig.WithMaxPreparedTransactions(10))
+	bridgeDir := buildPgext(t, src.BinDir())
+	stateDir := newStateDir(t, src)
+	const slot = "walshadow_accept"
+
+	consumer := newModelConsumer(nil)
+	if path := os.Getenv("WALSHADOW_ACCEPTANCE_JOURNAL"); path != "" {
+		j, err := rowmodel.OpenJournal(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		consumer.journal = j
+	}
+	stream := buildStream(t, pipelineYAML(src, stateDir, bridgeDir, testrig.FreePort(t), slot), consumer)
+	runErr := make(chan error, 1)
+	go func() { runErr <- stream.Run(context.Background()) }()
+	defer func() {
+		if err := stream.StopWithin(time.Minute); err != nil {
+			t.Logf("stopping the stream: %v", err)
+		}
+	}()
+	waitSlotActive(t, src, slot, runErr)
+
+	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 12, Ops: 1500, Clients: 3, DDL: true, TwoPhase: true}
+	src.CreateRandomSchema(t, opt)
+	stats := src.RunRandomLoad(t, opt)
+	t.Logf("workload: %v", stats)
+
+	// The marker commits last: once the model has it, it has everything.
+	token := fmt.Sprintf("done-%d", seed)
+	src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
+	waitMarker(t, consumer, token, runErr, 2*time.Minute)
+
+	consumer.mu.Lock()
+	defer consumer.mu.Unlock()
+	t.Logf("model: %+v after %d batches", consumer.model.Stats(), consumer.batches)
+	for _, err := range consumer.errs {
+		t.Errorf("contract: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := consumer.model.Compare(ctx, src.Connect(t)); err != nil {
+		t.Errorf("seed %d: %v", seed, err)
+	}
+}
+
+func buildStream(t *testing.T, yaml string, consumer *modelConsumer) *service.Stream {
+	t.Helper()
+	b := service.NewStreamBuilder()
+	// The default schema knows no custom resources: the walshadow session
+	// would fail linting.
+	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
+	if err := b.SetYAML(yaml); err != nil {
+		t.Fatalf("pipeline config: %v\n%s", err, yaml)
+	}
+	if err := b.AddBatchConsumerFunc(consumer.consume); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := b.Build()
+	if err != nil {
+		t.Fatalf("building the stream: %v", err)
+	}
+	return stream
+}
+
+func waitMarker(t *testing.T, c *modelConsumer, token string, runErr <-chan error, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	one := "1"
+	for {
+		c.mu.Lock()
+		row, ok := c.model.Lookup("public.rl_marker", &one)
+		c.mu.Unlock()
+		if ok && row["token"] != nil && *row["token"] == token {
+			return
+		}
+		select {
+		case err := <-runErr:
+			t.Fatalf("the stream stopped before the marker arrived: %v (model errors: %v)", err, errors.Join(c.errors()...))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.mu.Lock()
+			stats := c.model.Stats()
+			c.mu.Unlock()
+			t.Fatalf("the marker row did not reach the model within %v (model: %+v; errors: %v)", timeout, stats, errors.Join(c.errors()...))
+		}
+	}
+}
+
+// TestHelperStreamToJournal is not a test on its own: a kill/restart test
+// runs the test binary with -test.run=TestHelperStreamToJournal and
+// WALSHADOW_HELPER_CONFIG (a pipeline YAML as pipelineYAML writes) and
+// WALSHADOW_HELPER_JOURNAL set, SIGKILLs it mid-stream, starts it again, and
+// replays the journal (rowmodel.ReadJournal) into a model. Every batch is
+// in the journal before it is acknowledged.
+func TestHelperStreamToJournal(t *testing.T) {
+	config, journal := os.Getenv("WALSHADOW_HELPER_CONFIG"), os.Getenv("WALSHADOW_HELPER_JOURNAL")
+	if config == "" || journal == "" {
+		t.Skip("helper process for kill/restart tests; set WALSHADOW_HELPER_CONFIG and WALSHADOW_HELPER_JOURNAL")
+	}
+	yaml, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := rowmodel.OpenJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	consumer := newModelConsumer(j)
+	consumer.model = nil // the parent replays the journal
+	stream := buildStream(t, string(yaml), consumer)
+	// Runs until killed (or the stream fails).
+	if err := stream.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
