@@ -145,18 +145,16 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 	}
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
-	var boundary any
-	if b.Boundary != nil {
-		raw, _ := json.Marshal(b.Boundary)
-		_ = json.Unmarshal(raw, &boundary)
-	}
 	for _, it := range b.Items {
 		m := recordMessage(it)
 		m.MetaSetMut(MetaSeq, seq)
 		m.MetaSetMut(MetaEpoch, epoch)
 		// The boundary rides its commit record, the first item of its
 		// transaction: the processor captures before decoding any row.
-		if boundary != nil && it.Tx != nil && it.Record.LSN == it.Tx.CommitLSN {
+		if tx := it.Tx; tx != nil && tx.Boundary != nil && it.Record.LSN == tx.CommitLSN {
+			var boundary any
+			raw, _ := json.Marshal(tx.Boundary)
+			_ = json.Unmarshal(raw, &boundary)
 			m.MetaSetMut(MetaBoundary, boundary)
 		}
 		msgs = append(msgs, m)

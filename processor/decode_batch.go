@@ -178,6 +178,11 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 		}
 		p.m.captureSeconds.Incr(time.Since(start).Nanoseconds())
 		for i := range events {
+			// Tables only: TOAST relations, materialized views and relations
+			// the log never held have no rows downstream.
+			if d := events[i].Desc; d == nil || d.Kind != 'r' && d.Kind != 'p' {
+				continue
+			}
 			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i])})
 			p.warnIdentity(events[i].Desc)
 		}

@@ -169,7 +169,7 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event) *service.Message {
 	}
 	if ev.Kind == desclog.EventChanged && ev.Prev != nil {
 		payload["previous"] = relationPayload(ev.Prev)
-		payload["diff"] = diffPayload(ev.Diff)
+		payload["diff"] = diffPayload(ev.Diff, ev.Desc, ev.Prev)
 	}
 	m.SetStructuredMut(payload)
 	m.MetaSetMut(MetaOperation, OperationSchema)
@@ -227,6 +227,7 @@ func columnPayload(c *desclog.Column, d *desclog.Descriptor) map[string]any {
 	if c.ElemTypeOid != 0 {
 		col["element_type_oid"] = int64(c.ElemTypeOid)
 	}
+	col["has_missing"] = c.HasMissing
 	if c.HasMissing {
 		if c.Missing != nil {
 			col["missing"] = *c.Missing
@@ -237,14 +238,14 @@ func columnPayload(c *desclog.Column, d *desclog.Descriptor) map[string]any {
 	return col
 }
 
-func diffPayload(d desclog.SchemaDiff) map[string]any {
+func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string]any {
 	added := make([]any, 0, len(d.Added))
-	for _, c := range d.Added {
-		added = append(added, c.Name)
+	for i := range d.Added {
+		added = append(added, columnPayload(&d.Added[i], now))
 	}
 	dropped := make([]any, 0, len(d.Dropped))
-	for _, c := range d.Dropped {
-		dropped = append(dropped, c.Name)
+	for i := range d.Dropped {
+		dropped = append(dropped, columnPayload(&d.Dropped[i], prev))
 	}
 	renamed := make([]any, 0, len(d.Renamed))
 	for _, r := range d.Renamed {

@@ -22,6 +22,8 @@ type TxInfo struct {
 	// below it until the transaction is delivered.
 	FirstLSN wal.LSN
 	Changes  int
+	// Boundary is set when the commit is a catalog boundary.
+	Boundary *Boundary
 }
 
 // reorderer turns the pump's WAL-ordered batches into committed
@@ -167,7 +169,7 @@ func (r *reorderer) xactRecord(it Item, bound *Boundary, release func()) error {
 			return fmt.Errorf("committing xid %d at %s: %w", top, rec.LSN, err)
 		}
 		info := &TxInfo{TopXID: top, CommitLSN: rec.LSN, CommitNext: rec.Next,
-			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN(), Changes: drain.Len()}
+			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN(), Changes: drain.Len(), Boundary: bound}
 		if info.FirstLSN == 0 {
 			info.FirstLSN = rec.LSN
 		}
