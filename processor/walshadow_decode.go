@@ -66,7 +66,10 @@ unchanged TOASTed columns were left out, ` + "`walshadow_unchanged_toast`" + `.
 
 A delete carries the old key (the whole old row under REPLICA IDENTITY
 FULL). An update that changes the key is a delete of the old key followed by
-the update. Schema events (` + "`walshadow_event`" + ` added, changed, dropped,
+the update, both flagged ` + "`walshadow_key_changed`" + `: PostgreSQL logs only the
+old key, so a consumer carries the update's unchanged TOAST columns over
+from the row the delete retired. Under REPLICA IDENTITY FULL every update is
+such a pair. Schema events (` + "`walshadow_event`" + ` added, changed, dropped,
 truncate) describe the relation and, for changed, what changed.
 
 Decoding fails closed: a value it cannot render exactly, a DELETE on a table

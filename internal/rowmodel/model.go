@@ -32,6 +32,7 @@ const (
 	MetaDescriptorVersion = "walshadow_descriptor_version"
 	MetaKey               = "walshadow_key"
 	MetaUnchangedToast    = "walshadow_unchanged_toast"
+	MetaKeyChanged        = "walshadow_key_changed"
 )
 
 // Operations and schema events.
@@ -92,6 +93,13 @@ type table struct {
 	rows        map[string]*keyedRow
 	multi       map[string]*multiRow
 	truncatedAt wal.LSN
+	// carry is the row the last key-changing delete retired.
+	carry carried
+}
+
+type carried struct {
+	lsn  wal.LSN
+	vals values
 }
 
 // values maps column name to canonical text; a nil value is NULL and an

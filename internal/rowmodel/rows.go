@@ -20,6 +20,10 @@ type rowChange struct {
 	// (nil when the version is unknown).
 	inVersion map[string]bool
 	where     string
+	// keyChanged: one half of a key-changing update (walshadow_key_changed):
+	// the update's unchanged TOAST columns come from the row its delete
+	// retired.
+	keyChanged bool
 }
 
 func (m *Model) applyRow(op string, oid uint32, msg Message) error {
@@ -50,6 +54,7 @@ func (m *Model) applyRow(op string, oid uint32, msg Message) error {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	rc.where = where
+	rc.keyChanged = msg.Meta[MetaKeyChanged] == "true"
 	if len(rc.keyNames) == 0 {
 		return m.applyFull(t, rc)
 	}
@@ -202,6 +207,9 @@ func (m *Model) applyKeyed(t *table, rc rowChange) error {
 	switch rc.op {
 	case OpDelete:
 		m.stats.Deletes++
+		if rc.keyChanged && prev != nil && !prev.deleted {
+			t.carry = carried{lsn: rc.lsn, vals: prev.vals}
+		}
 		key := values{}
 		for _, n := range rc.keyNames {
 			key[n] = rc.vals[n]
@@ -216,6 +224,9 @@ func (m *Model) applyKeyed(t *table, rc rowChange) error {
 	var prevVals values
 	if prev != nil && !prev.deleted {
 		prevVals = prev.vals
+	}
+	if rc.keyChanged && rc.op == OpUpdate && t.carry.lsn == rc.lsn {
+		prevVals = t.carry.vals
 	}
 	if err := t.complete(rc, prevVals); err != nil {
 		return fmt.Errorf("%s: %w", rc.where, err)
