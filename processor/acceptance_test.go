@@ -163,7 +163,7 @@ func buildPgext(t *testing.T, pgBinDir string) string {
 func pipelineYAML(src *testrig.Postgres, stateDir, bridgeDir string, shadowPort int, slot string) string {
 	return fmt.Sprintf(`
 http: { enabled: false }
-logger: { level: warn }
+logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }
 walshadow:
   - label: main
     source_dsn: %q

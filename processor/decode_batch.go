@@ -177,6 +177,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 			return fmt.Errorf("capturing the catalog boundary at %s: %w", pos.next, err)
 		}
 		p.m.captureSeconds.Incr(time.Since(start).Nanoseconds())
+		p.log.Debugf("captured the catalog boundary at %s (transaction %d): %d schema events", pos.next, xid, len(events))
 		for i := range events {
 			// Tables only: TOAST relations, materialized views and relations
 			// the log never held have no rows downstream.

@@ -503,7 +503,19 @@ WHERE n.nspname = $1 AND c.relkind = 'r' AND c.reltoastrelid = 0 ORDER BY 1`, sc
 func TestDecodeKillRestartLosesNothing(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
-	src := testrig.StartPostgres(t, testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
+	pgOpts := []testrig.PGOption{testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic")}
+	// A diagnostic knob: with segments larger than the whole run's WAL, no
+	// restart resumes at a segment whose first bytes continue a record of
+	// the previous one.
+	if v := os.Getenv("WALSHADOW_KILL_WAL_SEG_MB"); v != "" {
+		mb, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("WALSHADOW_KILL_WAL_SEG_MB=%q: %v", v, err)
+		}
+		pgOpts = append(pgOpts, testrig.WithWALSegSizeMB(mb))
+		t.Logf("WAL segment size %d MB", mb)
+	}
+	src := testrig.StartPostgres(t, pgOpts...)
 	bridgeDir := buildPgext(t, src.BinDir())
 	stateDir := newStateDir(t, src)
 	const slot = "walshadow_kill_decode"

@@ -10,6 +10,7 @@ import (
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // Metadata keys of the messages walshadow_decode emits.
@@ -106,11 +107,11 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.M
 		m.MetaSetMut(MetaEvent, EventTruncate)
 	}
 	setRelationMeta(m, r.Desc)
-	m.MetaSetMut(MetaLSN, r.LSN.String())
+	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
 	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
 	m.MetaSetMut(MetaXID, tx.xidText)
 	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
-	m.MetaSetMut(MetaDescVersion, r.DescFrom.String())
+	m.MetaSetMut(MetaDescVersion, p.text.version(r.DescFrom))
 	if omitted != nil {
 		m.MetaSetMut(MetaUnchangedToast, strings.Join(omitted, ","))
 	}
@@ -123,6 +124,28 @@ func setRelationMeta(m *service.Message, d *desclog.Descriptor) {
 	m.MetaSetMut(MetaTable, d.Name)
 	m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(d.Oid), 10))
 	m.MetaSetMut(MetaKey, strings.Join(keyNames(d), ","))
+}
+
+// textCache keeps the metadata strings consecutive rows share (the rows of
+// one multi-insert have one LSN; a relation's rows one descriptor version),
+// so each is formatted once.
+type textCache struct {
+	lastLSN, lastVersion wal.LSN
+	lsnText, versionText string
+}
+
+func (c *textCache) lsn(l wal.LSN) string {
+	if l != c.lastLSN || c.lsnText == "" {
+		c.lastLSN, c.lsnText = l, l.String()
+	}
+	return c.lsnText
+}
+
+func (c *textCache) version(l wal.LSN) string {
+	if l != c.lastVersion || c.versionText == "" {
+		c.lastVersion, c.versionText = l, l.String()
+	}
+	return c.versionText
 }
 
 // keyNames are the replica identity's column names (none for FULL).

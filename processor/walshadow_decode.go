@@ -142,6 +142,7 @@ type decodeProcessor struct {
 	preflown   bool
 	layout     *wal.Layout
 	layoutFrom int
+	text       textCache
 }
 
 func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {

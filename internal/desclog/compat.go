@@ -63,7 +63,10 @@ func CompatibleReader(old, new *Descriptor) Verdict {
 	if old.Persistence != new.Persistence {
 		raise(Physical, "relpersistence %q -> %q", old.Persistence, new.Persistence)
 	}
-	if old.ToastOid != new.ToastOid {
+	// A toast relation created in place (ADD COLUMN of the table's first
+	// toastable type) changes nothing for old tuples: none can point into a
+	// relation that did not exist. Any other change of it is physical.
+	if old.ToastOid != new.ToastOid && old.ToastOid != 0 {
 		raise(Physical, "toast relation %d -> %d", old.ToastOid, new.ToastOid)
 	}
 	var maxOld int16

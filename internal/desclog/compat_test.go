@@ -5,6 +5,16 @@ import (
 	"testing"
 )
 
+func TestCompatibleReaderToastReplaced(t *testing.T) {
+	old := table(16400, 16400, "t", notNull(col(1, "id", typInt4)), col(2, "name", typText))
+	old.ToastOid = 16403
+	n := cloneDescriptor(&old)
+	n.ToastOid = 16999
+	if v := CompatibleReader(&old, n); v.Class != Physical || !strings.Contains(v.Reason, "toast relation 16403 -> 16999") {
+		t.Fatalf("verdict %v %q", v.Class, v.Reason)
+	}
+}
+
 func TestCompatibleReader(t *testing.T) {
 	base := table(16400, 16400, "t", notNull(col(1, "id", typInt4)), col(2, "name", typText), col(3, "amount", typNumeric))
 	mut := func(f func(d *Descriptor)) *Descriptor {
@@ -40,7 +50,7 @@ func TestCompatibleReader(t *testing.T) {
 		{"append not null without missing", mut(func(d *Descriptor) { d.Columns = append(d.Columns, notNull(col(4, "x", typInt8))) }), Physical, "NOT NULL"},
 		{"relkind", mut(func(d *Descriptor) { d.Kind = 'm' }), Physical, "relkind"},
 		{"persistence", mut(func(d *Descriptor) { d.Persistence = 'u' }), Physical, "relpersistence"},
-		{"toast relation", mut(func(d *Descriptor) { d.ToastOid = 16999 }), Physical, "toast"},
+		{"toast relation created in place", mut(func(d *Descriptor) { d.ToastOid = 16999 }), Proven, ""},
 		{"column vanished", mut(func(d *Descriptor) { d.Columns = d.Columns[:2] }), Physical, "vanished"},
 		{"physical beats benign", mut(func(d *Descriptor) { d.Columns[2].TypMod = 5; d.Kind = 'm' }), Physical, "relkind"},
 	}

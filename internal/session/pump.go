@@ -87,6 +87,7 @@ type Batch struct {
 	txFloor     wal.LSN // lowest FirstLSN of the transactions with items here
 	delivers    wal.LSN // commit LSN of the last transaction completed here
 	acked       bool
+	size        int // record bytes of an output batch
 }
 
 // Release ends a boundary's hold. It is safe to call more than once, from

@@ -35,6 +35,10 @@ type reorderer struct {
 	buf  *xact.Buffer
 	db   uint32 // the followed database: other databases' rows are skipped
 	max  int    // items per output batch
+	// maxBytes bounds an output batch's record bytes: one multi-insert
+	// record holds dozens of rows, so items alone do not bound what the
+	// processor turns a batch into.
+	maxBytes int
 	skip wal.LSN
 
 	// ready are committed transactions not yet emitted, in commit order.
@@ -70,11 +74,15 @@ type reorderStats struct {
 	Buffered, OtherDB, Skipped, Committed, Aborted int64
 }
 
+// defaultBatchBytes is the record bytes an output batch stops at (about
+// 4,000 pgbench-sized rows once decoded).
+const defaultBatchBytes = 512 << 10
+
 func newReorderer(buf *xact.Buffer, db uint32, maxItems int, start, skipThrough wal.LSN) *reorderer {
 	if maxItems <= 0 {
 		maxItems = 1024
 	}
-	return &reorderer{buf: buf, db: db, max: maxItems, consumed: start, skip: skipThrough}
+	return &reorderer{buf: buf, db: db, max: maxItems, maxBytes: defaultBatchBytes, consumed: start, skip: skipThrough}
 }
 
 // idle reports that nothing is ready to go out without more pump input.
@@ -227,7 +235,7 @@ func pgTime(us int64) time.Time {
 // fill appends ready items to out (up to the batch limit), returning
 // whether it stopped because the batch is full or a boundary went in.
 func (r *reorderer) fill(out *Batch) error {
-	for len(out.Items) < r.max {
+	for len(out.Items) < r.max && out.size < r.maxBytes {
 		if r.cur == nil {
 			if len(r.ready) == 0 {
 				return nil
@@ -264,7 +272,11 @@ func (r *reorderer) fill(out *Batch) error {
 		if err != nil {
 			return fmt.Errorf("draining xid %d (commit %s): %w", tx.info.TopXID, tx.info.CommitLSN, err)
 		}
-		room := r.max - len(out.Items)
+		room, bytes := 0, out.size
+		for room < len(changes) && room < r.max-len(out.Items) && (room == 0 || bytes+len(changes[room].Raw) <= r.maxBytes) {
+			bytes += len(changes[room].Raw)
+			room++
+		}
 		tx.rest = nil
 		if len(changes) > room {
 			changes, tx.rest = changes[:room], changes[room:]
@@ -323,6 +335,9 @@ func (b *Batch) add(it Item, tx *TxInfo) {
 		b.First = it.Record.LSN
 	}
 	it.Tx = tx
+	if it.Record.LSN == tx.CommitLSN {
+		b.size += len(it.Record.Raw) // changes count theirs in addChanges
+	}
 	b.Items = append(b.Items, it)
 	if b.txFloor == 0 || tx.FirstLSN < b.txFloor {
 		b.txFloor = tx.FirstLSN
@@ -342,6 +357,7 @@ func (b *Batch) addChanges(changes []xact.Change, tx *TxInfo, layout *wal.Layout
 	for _, c := range changes {
 		n += len(c.Raw)
 	}
+	b.size += n
 	arena := make([]byte, 0, n)
 	recs := make([]wal.Record, len(changes))
 	for i, c := range changes {

@@ -109,12 +109,14 @@ func expectedTransactions(t *testing.T, all []*wal.Record, db uint32) [][]wal.LS
 func TestReordererEmitsCommittedTransactionsWhole(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		budget int64
-		per    int
-		max    int
+		budget   int64
+		per      int
+		max      int
+		maxBytes int
 	}{
-		{"in memory", 64 << 20, 1024, 1024},
-		{"spilling, small batches", 1 << 10, 7, 5},
+		{"in memory", 64 << 20, 1024, 1024, defaultBatchBytes},
+		{"spilling, small batches", 1 << 10, 7, 5, defaultBatchBytes},
+		{"byte-bounded batches", 64 << 20, 1024, 1024, 2 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batches, all := fixtureBatches(t, tc.per)
@@ -132,6 +134,7 @@ func TestReordererEmitsCommittedTransactionsWhole(t *testing.T) {
 			}
 			defer buf.Close()
 			r := newReorderer(buf, db, tc.max, batches[0].First, 0)
+			r.maxBytes = tc.maxBytes
 			var got [][]wal.LSN
 			var cur []wal.LSN
 			collect := func(out *Batch) {
@@ -163,6 +166,10 @@ func TestReordererEmitsCommittedTransactionsWhole(t *testing.T) {
 					}
 					if len(out.Items) > tc.max {
 						t.Fatalf("batch of %d items, limit %d", len(out.Items), tc.max)
+					}
+					// A batch may pass the byte bound by its last record only.
+					if last := len(out.Items[len(out.Items)-1].Record.Raw); out.size-last > tc.maxBytes {
+						t.Fatalf("batch of %d bytes, bound %d", out.size, tc.maxBytes)
 					}
 					collect(out)
 				}

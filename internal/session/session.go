@@ -64,16 +64,16 @@ type Session struct {
 	batches  chan *Batch
 	closedCh chan struct{} // closed by Close
 
-	mu         sync.Mutex
-	pending    []*Batch // handed out by Next, not acknowledged yet, in order
-	closed     bool
-	runErr     error
-	parts      *parts
-	startLSN   wal.LSN
-	lastSaved  wal.LSN
+	mu        sync.Mutex
+	pending   []*Batch // handed out by Next, not acknowledged yet, in order
+	closed    bool
+	runErr    error
+	parts     *parts
+	startLSN  wal.LSN
+	lastSaved wal.LSN
 	// lastDelivered is the delivered LSN last written to progress.json.
 	lastDelivered wal.LSN
-	compacting atomic.Bool
+	compacting    atomic.Bool
 
 	// nextMu serialises Next with the reorderer's teardown.
 	nextMu sync.Mutex
