@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What runs today: a local PostgreSQL 15 under ./var/demo as the source,
-# walshadow streaming its physical WAL (resources/pipelines/shadow_follow.yaml)
-# with a catalog-only shadow standby following it, a pgbench + DDL workload,
-# and the shadow shown catching up: LSNs side by side, the ALTERed table's
-# columns on both, sizes, and `walshadow wal stats` beside pg_waldump on the
-# source's own WAL. Rows reach ClickHouse with later issues.
+# walshadow streaming its physical WAL (resources/pipelines/decode_to_file.yaml)
+# with a catalog-only shadow standby following it and every row change and
+# schema event decoded into ./var/demo/walshadow/changes.jsonl, a pgbench +
+# DDL workload, the shadow shown catching up (LSNs, the ALTERed table's
+# columns on both, sizes), the decoded changes counted per table and
+# operation beside the source's own counts, and `walshadow wal stats` beside
+# pg_waldump. Rows reach ClickHouse with a later issue.
 #
 #   scripts/demo.sh        start (or reuse) the servers, run the workload, show
 #   scripts/demo.sh stop   stop walshadow and the source
@@ -52,11 +54,14 @@ if [ "$(psql -Atc "select count(*) from pg_class where relname = 'pgbench_accoun
   as_pg "$bin/pgbench" -q -h "$var" -i -s 5 postgres >/dev/null 2>&1
 fi
 
-echo "== starting walshadow (resources/pipelines/shadow_follow.yaml); log in $var/walshadow.log"
+changes=$state/changes.jsonl
+echo "== starting walshadow (resources/pipelines/decode_to_file.yaml); log in $var/walshadow.log, changes in $changes"
 stop_walshadow
+mkdir -p "$state"
 PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
   WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$PWD/pgext" \
-  nohup bin/walshadow run resources/pipelines/shadow_follow.yaml >"$var/walshadow.log" 2>&1 &
+  WALSHADOW_CHANGES_FILE="$changes" \
+  nohup bin/walshadow run resources/pipelines/decode_to_file.yaml >"$var/walshadow.log" 2>&1 &
 echo $! >"$var/walshadow.pid"
 
 wait_shadow() {
@@ -89,6 +94,32 @@ printf '   %-28s %s\n' "source pg_current_wal_lsn" "$target" "shadow pg_last_wal
 echo "== demo_items columns: source | shadow"
 paste <(psql -Atc "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") \
       <(shadow_psql -c "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") | sed 's/^/   /'
+echo "== decoded changes since walshadow started (table, operation: count), and the source now"
+marker=$(psql -Atc "create table if not exists demo_marker (id serial primary key, at timestamptz default now()); insert into demo_marker default values returning id")
+for _ in $(seq 1 60); do grep -q "\"table\":\"public.demo_marker\".*\"id\":$marker[,}]" "$changes" 2>/dev/null && break; sleep 1; done
+python3 - "$changes" <<'PY'
+import collections, json, sys
+counts, events = collections.Counter(), []
+live = collections.defaultdict(set)
+for line in open(sys.argv[1]):
+    c = json.loads(line)
+    if c["op"] == "schema":
+        events.append(f'{c["event"]:8} {c["table"]} ({", ".join(col["name"] + " " + col["type"] for col in c["shape"].get("columns", []))})')
+        continue
+    counts[(c["table"], c["op"])] += 1
+    if c["table"] == "public.demo_items":
+        key = c["row"].get("id")
+        if c["op"] in ("insert", "update"): live["demo_items"].add(key)
+        elif c["op"] == "delete": live["demo_items"].discard(key)
+        elif c["op"] == "truncate": live["demo_items"].clear()
+for (table, op), n in sorted(counts.items()):
+    print(f"   {table:28} {op:9} {n}")
+print("   schema events:")
+for e in events[-6:]:
+    print("     " + e)
+print(f"   demo_items rows rebuilt from the changes: {len(live['demo_items'])}")
+PY
+echo "   demo_items rows on the source:             $(psql -Atc 'select count(*) from demo_items')"
 src_size=$(psql -Atc "select pg_size_pretty(sum(pg_database_size(oid))) from pg_database")
 shadow_size=$(du -sh --exclude=pg_wal "$state/shadow" | cut -f1)
 echo "== sizes: source databases $src_size; catalog-only shadow $shadow_size (without pg_wal)"
