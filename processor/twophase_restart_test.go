@@ -100,4 +100,3 @@ func waitToken(t *testing.T, c *modelConsumer, token string) {
 	}
 	t.Fatalf("marker %q never arrived (errors: %v)", token, c.errors())
 }
-

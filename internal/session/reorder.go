@@ -32,14 +32,14 @@ type TxInfo struct {
 // then every change of the tree merged by LSN, the last item flagged.
 // Aborted work never comes out. It runs on the input's goroutine (Next).
 type reorderer struct {
-	buf  *xact.Buffer
-	db   uint32 // the followed database: other databases' rows are skipped
-	max  int    // items per output batch
+	buf *xact.Buffer
+	db  uint32 // the followed database: other databases' rows are skipped
+	max int    // items per output batch
 	// maxBytes bounds an output batch's record bytes: one multi-insert
 	// record holds dozens of rows, so items alone do not bound what the
 	// processor turns a batch into.
 	maxBytes int
-	skip wal.LSN
+	skip     wal.LSN
 
 	// ready are committed transactions not yet emitted, in commit order.
 	ready []*readyTx

@@ -108,7 +108,7 @@ func expectedTransactions(t *testing.T, all []*wal.Record, db uint32) [][]wal.LS
 
 func TestReordererEmitsCommittedTransactionsWhole(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
+		name     string
 		budget   int64
 		per      int
 		max      int
