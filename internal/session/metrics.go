@@ -15,6 +15,11 @@ type sessionMetrics struct {
 	records                                               *service.MetricCounter
 	holds, holdSeconds, shadowRestarts                    *service.MetricCounter
 	applyLagBytes                                         *service.MetricGauge
+	// The transaction buffer and the reorderer.
+	xactMemory, xactSpilled, xactOpen      *service.MetricGauge
+	xactSpills, xactCommitted, xactAborted *service.MetricCounter
+	xactOtherDB, xactSkippedDelivered      *service.MetricCounter
+	lastXact                               xactSnapshot
 
 	last         PumpStats
 	lastRestarts int64
@@ -34,7 +39,45 @@ func newSessionMetrics(m *service.Metrics) *sessionMetrics {
 		holds:           m.NewCounter("walshadow_catalog_boundary_holds_total"),
 		holdSeconds:     m.NewCounter("walshadow_catalog_boundary_hold_seconds_total"),
 		shadowRestarts:  m.NewCounter("walshadow_shadow_restarts_total"),
+
+		xactMemory:           m.NewGauge("walshadow_xact_buffer_memory_bytes"),
+		xactSpilled:          m.NewGauge("walshadow_xact_buffer_spilled_bytes"),
+		xactOpen:             m.NewGauge("walshadow_xact_open_transactions"),
+		xactSpills:           m.NewCounter("walshadow_xact_spills_total"),
+		xactCommitted:        m.NewCounter("walshadow_xact_committed_total"),
+		xactAborted:          m.NewCounter("walshadow_xact_aborted_total"),
+		xactOtherDB:          m.NewCounter("walshadow_xact_other_database_records_total"),
+		xactSkippedDelivered: m.NewCounter("walshadow_xact_skipped_delivered_total"),
 	}
+}
+
+// xactSnapshot is what the reorderer and its buffer reported last.
+type xactSnapshot struct {
+	memory, spilled, spills int64
+	open                    int
+	reorder                 reorderStats
+}
+
+// observeXact publishes the transaction buffer's state (gauges) and the
+// reorderer's counters as deltas since the last call.
+func (sm *sessionMetrics) observeXact(now xactSnapshot) {
+	if sm.xactMemory == nil {
+		sm.lastXact = now
+		return
+	}
+	sm.xactMemory.Set(now.memory)
+	sm.xactSpilled.Set(now.spilled)
+	sm.xactOpen.Set(int64(now.open))
+	last := sm.lastXact
+	if now.reorder.Committed < last.reorder.Committed || now.spills < last.spills {
+		last = xactSnapshot{} // a new run: its reorderer counts from zero
+	}
+	sm.xactSpills.Incr(now.spills - last.spills)
+	sm.xactCommitted.Incr(now.reorder.Committed - last.reorder.Committed)
+	sm.xactAborted.Incr(now.reorder.Aborted - last.reorder.Aborted)
+	sm.xactOtherDB.Incr(now.reorder.OtherDB - last.reorder.OtherDB)
+	sm.xactSkippedDelivered.Incr(now.reorder.Skipped - last.reorder.Skipped)
+	sm.lastXact = now
 }
 
 // observe publishes the pump's counters as deltas since the last call.

@@ -84,6 +84,7 @@ type Session struct {
 	epoch        uint64
 	reorderFloor wal.LSN
 	delivered    wal.LSN
+	xactSnap     xactSnapshot // the reorderer's state as of its last Next
 }
 
 // parts are the running pieces, set by Start.
@@ -457,6 +458,10 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 		}
 	}
 	s.m.observe(p.pump.Stats(), p.walsender.Published(), apply)
+	s.mu.Lock()
+	snap := s.xactSnap
+	s.mu.Unlock()
+	s.m.observeXact(snap)
 	s.m.resumeLSN.Set(int64(s.lastSaved))
 	s.m.shadowRestarts.Incr(p.shadow.Restarts() - s.m.lastRestarts)
 	s.m.lastRestarts = p.shadow.Restarts()
@@ -559,11 +564,13 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 		s.reorderFloor = r.floor()
 		s.mu.Unlock()
 	}
+	st := r.buf.Stats()
 	s.mu.Lock()
 	s.seq++
 	out.Seq, out.Epoch = s.seq, s.epoch
 	s.pending = append(s.pending, out)
 	s.reorderFloor = r.floor()
+	s.xactSnap = xactSnapshot{memory: st.MemoryBytes, spilled: st.SpilledBytes, spills: st.Spills, open: st.OpenXIDs, reorder: r.stats}
 	s.mu.Unlock()
 	return out, nil
 }
