@@ -411,7 +411,7 @@ func TestTxResolution(t *testing.T) {
 			captured: &desclog.Lookup{Result: desclog.Present, Desc: d}, wantRows: 1, wantCols: 3},
 		{name: "raced, nothing captured before", atRecord: desclog.Lookup{Result: desclog.Ambiguous},
 			atCommit: &desclog.Lookup{Result: desclog.Ambiguous, Interval: desclog.Ambiguity{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x800, Through: commitNext + 0x100}},
-			wantErr: "answers ambiguous"},
+			wantErr:  "answers ambiguous"},
 		{name: "ambiguous, interval elsewhere", atRecord: desclog.Lookup{Result: desclog.Ambiguous},
 			atCommit: &desclog.Lookup{Result: desclog.Present, Desc: committed},
 			amb:      []desclog.Ambiguity{{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x1800, Through: 0x2000}},
