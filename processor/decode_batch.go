@@ -172,12 +172,12 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 		xidText: xidText, commitLSNText: pos.commitLSN.String(), commitTimeText: timeText}
 	if _, ok := m.MetaGetMut(input.MetaBoundary); ok {
 		start := time.Now()
-		events, err := p.sess.CaptureAndRelease(ctx, pos.next)
+		events, err := p.sess.BoundaryEvents(ctx, pos.next)
 		if err != nil {
-			return fmt.Errorf("capturing the catalog boundary at %s: %w", pos.next, err)
+			return fmt.Errorf("reading the catalog boundary at %s: %w", pos.next, err)
 		}
 		p.m.captureSeconds.Incr(time.Since(start).Nanoseconds())
-		p.log.Debugf("captured the catalog boundary at %s (transaction %d): %d schema events", pos.next, xid, len(events))
+		p.log.Debugf("catalog boundary at %s (transaction %d): %d schema events", pos.next, xid, len(events))
 		for i := range events {
 			// Tables only: TOAST relations, materialized views and relations
 			// the log never held have no rows downstream.
@@ -192,7 +192,10 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 	if log == nil {
 		return fmt.Errorf("transaction %d (commit %s): the session has no descriptor log", xid, pos.commitLSN)
 	}
-	p.tx = decode.NewTx(log, decode.Commit{TopXID: uint32(xid), LSN: pos.commitLSN, NextLSN: pos.commitNext,
+	// The session captures boundaries as the shadow reaches them, ahead of
+	// this transaction's decoding: it reads the log as it stood at its own
+	// commit, exactly what an in-order capture would have shown it.
+	p.tx = decode.NewTx(log.AsOf(pos.commitNext), decode.Commit{TopXID: uint32(xid), LSN: pos.commitLSN, NextLSN: pos.commitNext,
 		Time: ct, DbOid: log.Identity().DbOid}, p.opts)
 	return nil
 }

@@ -38,11 +38,15 @@ const (
 	// killLoadDuration is how long the workload runs
 	// (WALSHADOW_KILL_LOAD_SECONDS overrides).
 	killLoadDuration = 60 * time.Second
-	// killChunkOps and killChunkPause pace the workload: the generator is
-	// far faster than the pipeline (~600 ops/s), so it runs in chunks with
-	// pauses, keeping the backlog (and the test's runtime) bounded.
+	// killChunkOps and killChunkPause pace the workload: the generator alone
+	// does ~600 ops/s, so it runs in chunks with pauses to spread over the
+	// kill window while the pipeline's backlog (and the runtime) stays
+	// bounded.
 	killChunkOps   = 800
 	killChunkPause = 3 * time.Second
+	// killStallTimeout fails the wait for the marker early when the journal
+	// stops growing: a wedged pipeline retries forever without exiting.
+	killStallTimeout = time.Minute
 )
 
 // killDelayKind is how long a child lives before its kill.
@@ -161,9 +165,15 @@ type progressState struct {
 	resume, delivered wal.LSN
 }
 
+// readProgress reads progress.json; before the session first saved it
+// (a kill right after the bootstrap) both LSNs are zero: a restart starts
+// where the bootstrap left off and nothing counts as delivered.
 func readProgress(stateDir string) (progressState, error) {
 	path := filepath.Join(stateDir, "progress.json")
 	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return progressState{}, nil
+	}
 	if err != nil {
 		return progressState{}, fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -300,14 +310,18 @@ func messageIdentity(msg rowmodel.Message) (string, error) {
 }
 
 // waitJournalMarker polls the journal until the marker row's insert is in it.
-func waitJournalMarker(t *testing.T, journal string, token string, child *helperProcess, timeout time.Duration) {
+func waitJournalMarker(t *testing.T, journal, stateDir, token string, child *helperProcess, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var offset int64
+	lastGrowth := time.Now()
 	for {
 		entries, next, err := readJournalFrom(journal, offset)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if next != offset {
+			lastGrowth = time.Now()
 		}
 		offset = next
 		for _, e := range entries {
@@ -317,6 +331,11 @@ func waitJournalMarker(t *testing.T, journal string, token string, child *helper
 		}
 		if child.exited() {
 			t.Fatalf("the pipeline exited before the marker arrived:\n%s", child.logTail())
+		}
+		if time.Since(lastGrowth) > killStallTimeout {
+			prog, err := readProgress(stateDir)
+			t.Fatalf("the pipeline stalled: the journal did not grow for %v and the marker is not in it (progress.json: resume_lsn %s delivered_lsn %s %v)\n%s",
+				killStallTimeout, prog.resume, prog.delivered, err, child.logTail())
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the marker row was not in the journal within %v\n%s", timeout, child.logTail())
@@ -367,9 +386,14 @@ func (k *killer) child() *helperProcess {
 	return k.current
 }
 
-func (k *killer) loop(loadDone <-chan struct{}) {
+// loop kills until loadDone is closed and killMinKills kills happened, or
+// until stop is closed (the test is ending early).
+func (k *killer) loop(loadDone, stop <-chan struct{}) {
+	loopStart := time.Now()
 	for i := 0; ; i++ {
 		select {
+		case <-stop:
+			return
 		case <-loadDone:
 			if i >= killMinKills {
 				return
@@ -379,9 +403,17 @@ func (k *killer) loop(loadDone <-chan struct{}) {
 		kind := k.schedule(i)
 		delay := kind.delay(k.rng)
 		p := k.child()
-		if wait := delay - time.Since(p.started); wait > 0 {
+		// The first run has been up since the bootstrap: its delay counts
+		// from the start of the workload.
+		from := p.started
+		if i == 0 {
+			from = loopStart
+		}
+		if wait := delay - time.Since(from); wait > 0 {
 			select {
 			case <-time.After(wait):
+			case <-stop:
+				return
 			case <-p.done:
 				k.fail(fmt.Errorf("the pipeline exited on its own:\n%s", p.logTail()))
 				return
@@ -504,9 +536,11 @@ func TestDecodeKillRestartLosesNothing(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	pgOpts := []testrig.PGOption{testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic")}
-	// A diagnostic knob: with segments larger than the whole run's WAL, no
-	// restart resumes at a segment whose first bytes continue a record of
-	// the previous one.
+	// A diagnostic knob: with segments larger than the run's WAL (and a
+	// short WALSHADOW_KILL_LOAD_SECONDS) every restart resumes in the first
+	// segment, so none starts at a segment whose first bytes continue a
+	// record of the previous one. (Above 40 MB the shadow does not start:
+	// its min_wal_size stays at the 80 MB default.)
 	if v := os.Getenv("WALSHADOW_KILL_WAL_SEG_MB"); v != "" {
 		mb, err := strconv.Atoi(v)
 		if err != nil {
@@ -563,10 +597,17 @@ func TestDecodeKillRestartLosesNothing(t *testing.T) {
 	}
 	loadDone := make(chan struct{})
 	killerDone := make(chan struct{})
+	stopKiller := make(chan struct{})
 	go func() {
 		defer close(killerDone)
-		k.loop(loadDone)
+		k.loop(loadDone, stopKiller)
 	}()
+	// Should the workload fail the test, the killer stops before the
+	// cleanup that kills the last child.
+	t.Cleanup(func() {
+		close(stopKiller)
+		<-killerDone
+	})
 	// The workload runs on the test goroutine (it may t.Fatal); the killer
 	// works beside it.
 	runPacedLoad(t, src, seed, loadFor)
@@ -580,7 +621,7 @@ func TestDecodeKillRestartLosesNothing(t *testing.T) {
 	token := fmt.Sprintf("done-%d", seed)
 	src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
 	last := k.child()
-	waitJournalMarker(t, runner.journal, token, last, 3*time.Minute)
+	waitJournalMarker(t, runner.journal, stateDir, token, last, 3*time.Minute)
 	last.kill()
 
 	if after, err := os.Stat(bootstrapMarker); err != nil || !after.ModTime().Equal(bootstrapped.ModTime()) {
@@ -619,29 +660,18 @@ func modTime(fi os.FileInfo) any {
 
 // checkReplaysOnlyUndelivered checks every restart: a message the new run
 // emitted that an earlier run had already journaled belongs to a
-// transaction committed after the delivered LSN read at the kill, and its
-// record is at or above the resume floor read then.
+// transaction committed after the delivered LSN read at the kill before the
+// run, and its record is at or above the resume floor read then. Runs are
+// told apart by the journal's size at each kill.
 func checkReplaysOnlyUndelivered(t *testing.T, entries []journalEntry, kills []killRecord) {
 	t.Helper()
 	seen := map[string]bool{}
-	i := 0
-	// Run 0 has no earlier run: index what it journaled.
-	end := int64(-1)
-	if len(kills) > 0 {
-		end = kills[0].journalBytes
-	}
-	for ; i < len(entries) && (end < 0 || entries[i].offset < end); i++ {
-		id, err := messageIdentity(entries[i].msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[id] = true
-	}
 	var summary []string
-	for r, kill := range kills {
-		end := int64(-1)
-		if r+1 < len(kills) {
-			end = kills[r+1].journalBytes
+	i := 0
+	for run := 0; run <= len(kills); run++ {
+		end := int64(-1) // the final run: to the end of the journal
+		if run < len(kills) {
+			end = kills[run].journalBytes
 		}
 		var msgs, dups, violations int
 		var newIDs []string
@@ -658,33 +688,43 @@ func checkReplaysOnlyUndelivered(t *testing.T, entries []journalEntry, kills []k
 				continue
 			}
 			dups++
+			before := kills[run-1] // run 0 has nothing to repeat
 			lsn, err1 := wal.ParseLSN(e.msg.Meta[rowmodel.MetaLSN])
 			commit, err2 := wal.ParseLSN(e.msg.Meta[rowmodel.MetaCommitLSN])
 			if err := errors.Join(err1, err2); err != nil {
-				t.Errorf("run %d, journal byte %d: %v", r+1, e.offset, err)
+				t.Errorf("run %d, journal byte %d: %v", run, e.offset, err)
 				continue
 			}
 			if minDupLSN == 0 || lsn < minDupLSN {
 				minDupLSN = lsn
 			}
 			maxDupCommit = max(maxDupCommit, commit)
-			if commit <= kill.progress.delivered || lsn < kill.progress.resume {
+			if commit <= before.progress.delivered || lsn < before.progress.resume {
 				if violations++; violations <= 10 {
-					t.Errorf("run %d repeated %s (journal byte %d, commit %s) although progress.json at the kill said resume_lsn %s, delivered_lsn %s: meta %v",
-						r+1, id, e.offset, commit, kill.progress.resume, kill.progress.delivered, e.msg.Meta)
+					t.Errorf("run %d repeated %s (journal byte %d, commit %s) although progress.json at the kill before it said resume_lsn %s, delivered_lsn %s: meta %v",
+						run, id, e.offset, commit, before.progress.resume, before.progress.delivered, e.msg.Meta)
 				}
 			}
 		}
 		for _, id := range newIDs {
 			seen[id] = true
 		}
-		line := fmt.Sprintf("kill %d (%s, after %v): resume %s delivered %s torn %dB; run %d journaled %d messages, %d repeated",
-			r+1, kill.kind, kill.lived.Round(time.Millisecond), kill.progress.resume, kill.progress.delivered, kill.tornBytes, r+1, msgs, dups)
-		if dups > 0 {
-			line += fmt.Sprintf(" (lowest record %s, highest commit %s)", minDupLSN, maxDupCommit)
+		line := fmt.Sprintf("run %d: journaled %d messages", run, msgs)
+		if run > 0 {
+			line += fmt.Sprintf(", %d repeated", dups)
+			if dups > 0 {
+				line += fmt.Sprintf(" (lowest record %s, highest commit %s)", minDupLSN, maxDupCommit)
+			}
 		}
 		if violations > 0 {
-			line += fmt.Sprintf(", %d BELOW THE FLOOR OR DELIVERED", violations)
+			line += fmt.Sprintf(", %d BELOW THE FLOOR OR ALREADY DELIVERED", violations)
+		}
+		if run < len(kills) {
+			k := kills[run]
+			line += fmt.Sprintf("; killed (%s) after %v: resume_lsn %s delivered_lsn %s, %d torn journal bytes cut",
+				k.kind, k.lived.Round(time.Millisecond), k.progress.resume, k.progress.delivered, k.tornBytes)
+		} else {
+			line += "; final run, stopped after the marker"
 		}
 		summary = append(summary, line)
 	}
@@ -698,5 +738,65 @@ func checkReplaysOnlyUndelivered(t *testing.T, entries []journalEntry, kills []k
 	}
 	if !sort.SliceIsSorted(kills, func(a, b int) bool { return kills[a].journalBytes < kills[b].journalBytes }) {
 		t.Errorf("journal sizes at the kills are not monotone: %v", kills)
+	}
+}
+
+func TestCutTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"empty", "", ""},
+		{"whole lines", "a\nbb\n", "a\nbb\n"},
+		{"torn tail", "a\nbb\nccc", "a\nbb\n"},
+		{"only a torn line", "ccc", ""},
+		{"torn tail longer than a read chunk", "a\n" + strings.Repeat("x", 200<<10), "a\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal")
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			size, torn, err := cutTornTail(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(path)
+			if string(got) != tc.want || size != int64(len(tc.want)) || torn != int64(len(tc.content)-len(tc.want)) {
+				t.Errorf("got %q (size %d, torn %d), want %q", got, size, torn, tc.want)
+			}
+		})
+	}
+	if size, torn, err := cutTornTail(filepath.Join(t.TempDir(), "missing")); err != nil || size != 0 || torn != 0 {
+		t.Errorf("missing journal: %d %d %v", size, torn, err)
+	}
+}
+
+func TestMessageIdentity(t *testing.T) {
+	row := func(op, key string, payload map[string]any) rowmodel.Message {
+		return rowmodel.Message{Meta: map[string]string{
+			rowmodel.MetaOperation: op, rowmodel.MetaRelationOid: "16400", rowmodel.MetaLSN: "0/3000100", rowmodel.MetaKey: key,
+		}, Payload: payload}
+	}
+	id := func(m rowmodel.Message) string {
+		s, err := messageIdentity(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// A multi-insert: one LSN, rows told apart by key.
+	if id(row("insert", "id", map[string]any{"id": int64(1), "v": "a"})) == id(row("insert", "id", map[string]any{"id": int64(2), "v": "a"})) {
+		t.Error("rows with different keys at one LSN share an identity")
+	}
+	// Only the key counts under a key; the whole row under FULL.
+	if id(row("update", "id", map[string]any{"id": int64(1), "v": "a"})) != id(row("update", "id", map[string]any{"id": int64(1), "v": "b"})) {
+		t.Error("the same keyed row differs by a non-key column")
+	}
+	if id(row("insert", "", map[string]any{"v": "a"})) == id(row("insert", "", map[string]any{"v": "b"})) {
+		t.Error("REPLICA IDENTITY FULL rows with different values share an identity")
+	}
+	// The two halves of a key-changing update differ by operation.
+	if id(row("delete", "id", map[string]any{"id": int64(1)})) == id(row("update", "id", map[string]any{"id": int64(1)})) {
+		t.Error("a delete and an update of one key at one LSN share an identity")
 	}
 }

@@ -337,44 +337,76 @@ func containing(list []Ambiguity, lsn wal.LSN) (Ambiguity, bool) {
 	return Ambiguity{}, false
 }
 
-func (ix *index) descriptorAt(rfn wal.RelFileNode, lsn wal.LSN) Lookup {
+// allCaptures is the horizon of a lookup that sees every capture.
+const allCaptures = ^wal.LSN(0)
+
+// asOf is the chain as the log stood once every batch captured at or
+// before horizon was applied: a prefix, since capturedAt never decreases.
+func (c chain) asOf(horizon wal.LSN) chain {
+	if horizon == allCaptures || len(c.entries) == 0 || c.last.capturedAt <= horizon {
+		return c
+	}
+	n, _ := slices.BinarySearchFunc(c.entries, horizon+1, func(e chainEntry, l wal.LSN) int {
+		if e.capturedAt < l {
+			return -1
+		}
+		return 1
+	})
+	if n == 0 {
+		return chain{}
+	}
+	return chain{validFrom: c.validFrom[:n], entries: c.entries[:n], last: c.entries[n-1]}
+}
+
+// containingAsOf is containing among the intervals captured at or before
+// horizon (an interval is captured at its Through).
+func containingAsOf(list []Ambiguity, lsn, horizon wal.LSN) (Ambiguity, bool) {
+	for i := range list {
+		if list[i].Through <= horizon && list[i].Contains(lsn) {
+			return list[i], true
+		}
+	}
+	return Ambiguity{}, false
+}
+
+func (ix *index) descriptorAt(rfn wal.RelFileNode, lsn, horizon wal.LSN) Lookup {
 	if rfn.DbOid != ix.db && rfn.DbOid != 0 {
 		return Lookup{Result: ForeignDb}
 	}
 	h := rfnHash(rfn)
 	if list, ok := ix.ambRfn.get(h, rfn); ok {
-		if a, ok := containing(list, lsn); ok {
+		if a, ok := containingAsOf(list, lsn, horizon); ok {
 			return Lookup{Result: Ambiguous, Interval: a}
 		}
 	}
 	if rfn.DbOid != 0 {
-		if a, ok := containing(ix.ambDb, lsn); ok {
+		if a, ok := containingAsOf(ix.ambDb, lsn, horizon); ok {
 			return Lookup{Result: Ambiguous, Interval: a}
 		}
 	}
 	c, _ := ix.byRfn.get(h, rfn)
-	return lookupOf(c.at(lsn))
+	return lookupOf(c.asOf(horizon).at(lsn))
 }
 
-func (ix *index) descriptorByOidAt(oid uint32, lsn wal.LSN) Lookup {
+func (ix *index) descriptorByOidAt(oid uint32, lsn, horizon wal.LSN) Lookup {
 	h := oidHash(oid)
 	if list, ok := ix.ambOid.get(h, oid); ok {
-		if a, ok := containing(list, lsn); ok {
+		if a, ok := containingAsOf(list, lsn, horizon); ok {
 			return Lookup{Result: Ambiguous, Interval: a}
 		}
 	}
-	if a, ok := containing(ix.ambDb, lsn); ok {
+	if a, ok := containingAsOf(ix.ambDb, lsn, horizon); ok {
 		return Lookup{Result: Ambiguous, Interval: a}
 	}
 	c, _ := ix.byOid.get(h, oid)
-	return lookupOf(c.at(lsn))
+	return lookupOf(c.asOf(horizon).at(lsn))
 }
 
-func (ix *index) ambiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to wal.LSN) []Ambiguity {
+func (ix *index) ambiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to, horizon wal.LSN) []Ambiguity {
 	var out []Ambiguity
 	pick := func(list []Ambiguity) {
 		for _, a := range list {
-			if a.Intersects(from, to) {
+			if a.Through <= horizon && a.Intersects(from, to) {
 				out = append(out, a)
 			}
 		}

@@ -362,7 +362,16 @@ func (l *Log) Append(b *Batch) error {
 // there is none, and ForeignDb for another database's filenode (shared
 // catalogs, database 0, pass the check and find nothing).
 func (l *Log) DescriptorAt(rfn wal.RelFileNode, lsn wal.LSN) Lookup {
-	r := l.snap.Load().descriptorAt(rfn, lsn)
+	return l.DescriptorAtAsOf(rfn, lsn, allCaptures)
+}
+
+// DescriptorAtAsOf is DescriptorAt as the log stood once every boundary
+// captured at or before horizon was applied: later captures (and the
+// intervals they fenced) are not seen. A transaction decoded with horizon =
+// its commit's next LSN sees exactly what an in-order capture would have
+// shown it, however far capture has run ahead.
+func (l *Log) DescriptorAtAsOf(rfn wal.RelFileNode, lsn, horizon wal.LSN) Lookup {
+	r := l.snap.Load().descriptorAt(rfn, lsn, horizon)
 	l.stats.lookups[r.Result].Add(1)
 	return r
 }
@@ -371,11 +380,17 @@ func (l *Log) DescriptorAt(rfn wal.RelFileNode, lsn wal.LSN) Lookup {
 // relation by (database, oid), such as TRUNCATE apply. Another database
 // than the log's answers ForeignDb before any chain is read.
 func (l *Log) DescriptorByOidInDBAt(db, oid uint32, lsn wal.LSN) Lookup {
+	return l.DescriptorByOidInDBAtAsOf(db, oid, lsn, allCaptures)
+}
+
+// DescriptorByOidInDBAtAsOf is DescriptorByOidInDBAt limited to captures at
+// or before horizon (see DescriptorAtAsOf).
+func (l *Log) DescriptorByOidInDBAtAsOf(db, oid uint32, lsn, horizon wal.LSN) Lookup {
 	var r Lookup
 	if ix := l.snap.Load(); db != ix.db {
 		r = Lookup{Result: ForeignDb}
 	} else {
-		r = ix.descriptorByOidAt(oid, lsn)
+		r = ix.descriptorByOidAt(oid, lsn, horizon)
 	}
 	l.stats.lookups[r.Result].Add(1)
 	return r
@@ -418,7 +433,39 @@ func (l *Log) PresentBeforeRfn(rfn wal.RelFileNode, lsn wal.LSN) (*Descriptor, w
 // database that overlap [from, to), in that order (nil when none). Stash
 // resolution asks past every interval, so it checks the fence this way.
 func (l *Log) AmbiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to wal.LSN) []Ambiguity {
-	return l.snap.Load().ambiguitiesIntersecting(rfn, oid, from, to)
+	return l.snap.Load().ambiguitiesIntersecting(rfn, oid, from, to, allCaptures)
+}
+
+// AmbiguitiesIntersectingAsOf is AmbiguitiesIntersecting limited to the
+// intervals captured at or before horizon.
+func (l *Log) AmbiguitiesIntersectingAsOf(rfn wal.RelFileNode, oid uint32, from, to, horizon wal.LSN) []Ambiguity {
+	return l.snap.Load().ambiguitiesIntersecting(rfn, oid, from, to, horizon)
+}
+
+// AsOf is the log's lookups as of horizon: a decode.Catalog for a
+// transaction committed at horizon (its commit's next LSN).
+func (l *Log) AsOf(horizon wal.LSN) AsOfView { return AsOfView{l: l, horizon: horizon} }
+
+// AsOfView answers lookups as the log stood at a capture horizon.
+type AsOfView struct {
+	l       *Log
+	horizon wal.LSN
+}
+
+func (v AsOfView) DescriptorAt(rfn wal.RelFileNode, lsn wal.LSN) Lookup {
+	return v.l.DescriptorAtAsOf(rfn, lsn, v.horizon)
+}
+
+func (v AsOfView) DescriptorByOidInDBAt(db, oid uint32, lsn wal.LSN) Lookup {
+	return v.l.DescriptorByOidInDBAtAsOf(db, oid, lsn, v.horizon)
+}
+
+func (v AsOfView) AmbiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to wal.LSN) []Ambiguity {
+	return v.l.AmbiguitiesIntersectingAsOf(rfn, oid, from, to, v.horizon)
+}
+
+func (v AsOfView) DescriptorCapturedBy(rfn wal.RelFileNode, capturedThrough wal.LSN) Lookup {
+	return v.l.DescriptorCapturedBy(rfn, min(capturedThrough, v.horizon))
 }
 
 // BatchAt returns the stored batch captured at a boundary's next_lsn.

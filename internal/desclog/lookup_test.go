@@ -206,3 +206,53 @@ func TestDescriptorAtDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per lookup", allocs)
 	}
 }
+
+// TestLookupsAsOfHorizon: a lookup as of a horizon sees the log as it stood
+// once every capture at or before the horizon was applied, so a transaction
+// that committed before a later capture decodes as an in-order capture
+// would have let it, however early that capture's valid_from was biased.
+func TestLookupsAsOfHorizon(t *testing.T) {
+	d := table(16400, 16400, "t", col(1, "id", typInt4))
+	l := seededLog(t, d)
+	// ADD COLUMN committed at 0x3000, its tree first touched the catalogs at
+	// 0x2000: the new shape is biased back to 0x2000.
+	added := table(16400, 16400, "t", col(1, "id", typInt4), col(2, "v", typText))
+	captureAppend(t, l, BoundaryInput{NextLSN: 0x3000, DrainXID: 900, AffectedOids: []uint32{16400}, FirstCatalogTouch: 0x2000}, added)
+	// A physical in-place change (type oid) at 0x5000 fences [0x4000, 0x5000).
+	retyped := cloneDescriptor(&added)
+	retyped.Columns[1].TypeOid = typVarchar
+	captureAppend(t, l, BoundaryInput{NextLSN: 0x5000, DrainXID: 901, AffectedOids: []uint32{16400}, FirstCatalogTouch: 0x4000}, *retyped)
+
+	// Everything seen: the biased shape answers at 0x2800.
+	if got := mustLookup(t, l.DescriptorAt(d.Rfn, 0x2800), Present); len(got.Desc.Columns) != 2 {
+		t.Fatalf("all captures: %d columns", len(got.Desc.Columns))
+	}
+	// As of 0x2900 (a writer that committed before the ALTER): the old shape.
+	if got := mustLookup(t, l.DescriptorAtAsOf(d.Rfn, 0x2800, 0x2900), Present); len(got.Desc.Columns) != 1 {
+		t.Fatalf("as of 0x2900: %d columns", len(got.Desc.Columns))
+	}
+	if got := mustLookup(t, l.DescriptorByOidInDBAtAsOf(testDB, d.Oid, 0x2800, 0x2900), Present); len(got.Desc.Columns) != 1 {
+		t.Fatalf("by oid as of 0x2900: %d columns", len(got.Desc.Columns))
+	}
+	// As of the ALTER's own commit: its shape.
+	if got := mustLookup(t, l.DescriptorAtAsOf(d.Rfn, 0x2800, 0x3000), Present); len(got.Desc.Columns) != 2 {
+		t.Fatalf("as of 0x3000: %d columns", len(got.Desc.Columns))
+	}
+	// The fence of the 0x5000 capture is invisible before it, visible after.
+	mustLookup(t, l.DescriptorAt(d.Rfn, 0x4800), Ambiguous)
+	mustLookup(t, l.DescriptorAtAsOf(d.Rfn, 0x4800, 0x4900), Present)
+	mustLookup(t, l.DescriptorAtAsOf(d.Rfn, 0x4800, 0x5000), Ambiguous)
+	if got := l.AmbiguitiesIntersectingAsOf(d.Rfn, d.Oid, 0x4000, 0x4900, 0x4900); len(got) != 0 {
+		t.Fatalf("intervals as of 0x4900: %+v", got)
+	}
+	if got := l.AmbiguitiesIntersectingAsOf(d.Rfn, d.Oid, 0x4000, 0x4900, 0x5000); len(got) != 2 {
+		t.Fatalf("intervals as of 0x5000: %+v", got)
+	}
+	// Before the seed's first capture nothing is seen.
+	mustLookup(t, l.DescriptorAtAsOf(d.Rfn, 0x2800, 0x10), NotCovered)
+	// The view type serves decode.Catalog.
+	v := l.AsOf(0x2900)
+	if got := v.DescriptorAt(d.Rfn, 0x2800); got.Result != Present || len(got.Desc.Columns) != 1 {
+		t.Fatalf("view: %+v", got)
+	}
+}

@@ -15,15 +15,12 @@ import (
 
 func (s *Session) descLogDir() string { return filepath.Join(s.cfg.StateDir, "desclog") }
 
-// AttachProcessor hands the release of catalog-boundary holds to a
-// processor (walshadow_decode), which releases each one with
-// CaptureAndRelease once the boundary's shapes are durable. Call it before
-// Start.
-func (s *Session) AttachProcessor() {
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	s.SelfRelease = false
-}
+// AttachProcessor records that a processor (walshadow_decode) reads this
+// session. The session captures every boundary itself inside the hold (the
+// hold lasts as long as the shadow takes to reach it and the capture, never
+// as long as downstream takes), so nothing changes for the hold; the
+// processor reads the boundary's events with BoundaryEvents.
+func (s *Session) AttachProcessor() {}
 
 // DescLog is the session's descriptor log (nil before Start).
 func (s *Session) DescLog() *desclog.Log {
@@ -124,12 +121,83 @@ func (s *Session) CaptureAndRelease(ctx context.Context, nextLSN wal.LSN) ([]des
 	if p == nil || held == nil {
 		return nil, fmt.Errorf("no held boundary at %s in this session", nextLSN)
 	}
-	events, err := s.captureBoundary(ctx, p, held.Boundary, droppedStorage(held, nextLSN))
+	events, err := s.captureLocked(ctx, p, held.Boundary, droppedStorage(held, nextLSN))
 	if err != nil {
 		return nil, err
 	}
 	held.Release()
 	return events, nil
+}
+
+// captureLocked serialises captures: the pump's own (inside the hold) and
+// a test's CaptureAndRelease may race for the same boundary; the second
+// finds it in the log and replays its events.
+func (s *Session) captureLocked(ctx context.Context, p *parts, b *Boundary, dropped []wal.RelFileNode) ([]desclog.Event, error) {
+	s.captureMu.Lock()
+	defer s.captureMu.Unlock()
+	return s.captureBoundary(ctx, p, b, dropped)
+}
+
+// pumpCapture is the pump's Capture: the boundary's shapes into the
+// descriptor log while the shadow stands exactly at it.
+func (s *Session) pumpCapture(p *parts) func(ctx context.Context, b *Batch) error {
+	return func(ctx context.Context, b *Batch) error {
+		_, err := s.captureLocked(ctx, p, b.Boundary, droppedStorage(b, b.Boundary.NextLSN))
+		return err
+	}
+}
+
+// ErrNotCaptured: the descriptor log has no batch for a boundary the
+// processor reached (it was compacted away or baked into the seed, which
+// only happens below the resume floor).
+var ErrNotCaptured = errors.New("boundary not in the descriptor log")
+
+// BoundaryEvents waits until the boundary whose commit's next LSN is
+// nextLSN (in a batch handed out by Next) has been captured — the pump does
+// it inside the hold — and returns its schema events, derived from the
+// stored batch (the same events after a restart). A boundary baked into the
+// seed or a compacted checkpoint has none.
+func (s *Session) BoundaryEvents(ctx context.Context, nextLSN wal.LSN) ([]desclog.Event, error) {
+	s.mu.Lock()
+	var captured <-chan struct{}
+	for _, b := range s.pending {
+		for _, it := range b.Items {
+			if tx := it.Tx; tx != nil && tx.Boundary != nil && tx.CommitNext == nextLSN {
+				captured = tx.captured
+			}
+		}
+	}
+	s.mu.Unlock()
+	if captured != nil {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for waiting := true; waiting; {
+			select {
+			case <-captured:
+				waiting = false
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for the capture of the boundary at %s: %w", nextLSN, ctx.Err())
+			case <-tick.C:
+				s.mu.Lock()
+				err := s.runErr
+				s.mu.Unlock()
+				if err != nil {
+					return nil, fmt.Errorf("waiting for the capture of the boundary at %s: %w: %w", nextLSN, ErrStopped, err)
+				}
+			}
+		}
+	}
+	log := s.DescLog()
+	if log == nil {
+		return nil, fmt.Errorf("boundary at %s: the session has no descriptor log", nextLSN)
+	}
+	if b, ok := log.BatchAt(nextLSN); ok {
+		return log.ReplayEvents(b), nil
+	}
+	if nextLSN <= log.Horizon() {
+		return nil, nil // baked into the seed or a compacted checkpoint
+	}
+	return nil, fmt.Errorf("%w at %s (last capture %s)", ErrNotCaptured, nextLSN, log.LastCapturedAt())
 }
 
 // droppedStorage lists the relation storage the boundary's commit record

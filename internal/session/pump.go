@@ -82,7 +82,8 @@ type Batch struct {
 	Seq, Epoch uint64
 
 	release     chan struct{}
-	holdRelease func() // output batches: releases the pump batch's hold
+	captured    chan struct{} // pump batches with a boundary: closed once captured
+	holdRelease func()        // output batches: releases the pump batch's hold
 	releaseOnce sync.Once
 	txFloor     wal.LSN // lowest FirstLSN of the transactions with items here
 	delivers    wal.LSN // commit LSN of the last transaction completed here
@@ -114,8 +115,13 @@ type PumpConfig struct {
 	// boundary and the batch be released within it. Keep it below the
 	// source's wal_sender_timeout.
 	HoldTimeout time.Duration
+	// Capture, when set, runs inside each hold once the shadow has applied
+	// the boundary exactly: the session captures the changed shapes into the
+	// descriptor log there, whatever the processor is doing.
+	Capture func(ctx context.Context, b *Batch) error
 	// SelfRelease makes the pump release a boundary itself once the shadow
-	// has applied it (no processor takes part in the hold yet).
+	// has applied it (and Capture has run); otherwise Release must be called
+	// (tests acting as the processor).
 	SelfRelease bool
 }
 
@@ -312,6 +318,7 @@ func (p *Pump) hold(ctx context.Context, b *Boundary) error {
 	batch := p.batch
 	batch.Boundary = b
 	batch.release = release
+	batch.captured = make(chan struct{})
 	hctx, cancel := context.WithTimeout(ctx, p.cfg.HoldTimeout)
 	defer cancel()
 	if err := p.flush(hctx); err != nil {
@@ -320,6 +327,12 @@ func (p *Pump) hold(ctx context.Context, b *Boundary) error {
 	if err := p.shadow.WaitApply(hctx, b.NextLSN); err != nil {
 		return p.holdError(ctx, b, "waiting for the shadow to apply the boundary", err)
 	}
+	if p.cfg.Capture != nil {
+		if err := p.cfg.Capture(hctx, batch); err != nil {
+			return p.holdError(ctx, b, "capturing the boundary's shapes", err)
+		}
+	}
+	close(batch.captured)
 	if p.cfg.SelfRelease {
 		batch.Release()
 	}

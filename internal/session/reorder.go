@@ -22,8 +22,10 @@ type TxInfo struct {
 	// below it until the transaction is delivered.
 	FirstLSN wal.LSN
 	Changes  int
-	// Boundary is set when the commit is a catalog boundary.
+	// Boundary is set when the commit is a catalog boundary; captured is
+	// closed once the session has captured it (the hold's release).
 	Boundary *Boundary
+	captured <-chan struct{}
 }
 
 // reorderer turns the pump's WAL-ordered batches into committed
@@ -102,7 +104,7 @@ func (r *reorderer) consume(b *Batch) error {
 			if i == len(b.Items)-1 && b.Boundary != nil {
 				bound, release = b.Boundary, b.Release
 			}
-			err = r.xactRecord(*it, bound, release)
+			err = r.xactRecord(*it, bound, release, b.captured)
 		case wal.RmgrHeap, wal.RmgrHeap2:
 			err = r.change(it)
 		}
@@ -160,7 +162,10 @@ func recordDB(rec *wal.Record) (uint32, bool) {
 	return 0, false
 }
 
-func (r *reorderer) xactRecord(it Item, bound *Boundary, release func()) error {
+func (r *reorderer) xactRecord(it Item, bound *Boundary, release func(), captured <-chan struct{}) error {
+	if bound == nil {
+		captured = nil
+	}
 	rec := it.Record
 	switch rec.RmgrInfo() & wal.XLogXactOpMask {
 	case wal.XLogXactCommit, wal.XLogXactCommitPrepared:
@@ -177,7 +182,7 @@ func (r *reorderer) xactRecord(it Item, bound *Boundary, release func()) error {
 			return fmt.Errorf("committing xid %d at %s: %w", top, rec.LSN, err)
 		}
 		info := &TxInfo{TopXID: top, CommitLSN: rec.LSN, CommitNext: rec.Next,
-			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN(), Changes: drain.Len(), Boundary: bound}
+			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN(), Changes: drain.Len(), Boundary: bound, captured: captured}
 		if info.FirstLSN == 0 {
 			info.FirstLSN = rec.LSN
 		}

@@ -77,6 +77,8 @@ type Session struct {
 
 	// nextMu serialises Next with the reorderer's teardown.
 	nextMu sync.Mutex
+	// captureMu serialises boundary captures.
+	captureMu sync.Mutex
 	// seq numbers output batches; reorderFloor is the reorderer's floor as
 	// of its last Next; delivered is the commit LSN through which every
 	// transaction has been acknowledged downstream (a restart skips them).
@@ -333,6 +335,7 @@ func (s *Session) start(ctx context.Context) error {
 		MaxBatchRecords: s.cfg.MaxBatchRecords,
 		HoldTimeout:     s.cfg.HoldTimeout,
 		SelfRelease:     s.SelfRelease,
+		Capture:         s.pumpCapture(p),
 	}, filterDecider{p.filter}, p.walsender, p.archive.LSNSink(p.identity.Timeline), s.batches)
 	if err != nil {
 		return err
