@@ -67,6 +67,23 @@ func (m *Model) applyRow(op string, oid uint32, msg Message) error {
 	return m.applyKeyed(t, rc)
 }
 
+// versionAt is the column list of the latest schema version at or before v:
+// a descriptor version no event announced (a TRUNCATE's new filenode keeps
+// the columns) reads as the version before it.
+func (t *table) versionAt(v wal.LSN) []Column {
+	if cols, ok := t.versions[v]; ok {
+		return cols
+	}
+	var best wal.LSN
+	var cols []Column
+	for at, c := range t.versions {
+		if at <= v && (cols == nil || at > best) {
+			best, cols = at, c
+		}
+	}
+	return cols
+}
+
 // translate maps the payload's names (as of the row's descriptor version)
 // onto the table's current columns and renders every value as text.
 func (t *table) translate(op string, lsn wal.LSN, msg Message) (rowChange, error) {
@@ -85,7 +102,7 @@ func (t *table) translate(op string, lsn wal.LSN, msg Message) (rowChange, error
 	var versionCols []Column
 	if s := msg.Meta[MetaDescriptorVersion]; s != "" {
 		if v, err := wal.ParseLSN(s); err == nil {
-			versionCols = t.versions[v]
+			versionCols = t.versionAt(v)
 		}
 	}
 	if versionCols != nil {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -119,6 +120,14 @@ type PumpConfig struct {
 	// the boundary exactly: the session captures the changed shapes into the
 	// descriptor log there, whatever the processor is doing.
 	Capture func(ctx context.Context, b *Batch) error
+	// StartPrefix, when the start segment opens with the continuation of a
+	// record begun in the previous segment, is the filtered copy of the
+	// segment's bytes before its first record (page headers included), from
+	// the shadow's pg_wal or the archive. The pump cannot decode that
+	// continuation, so without it the source's raw bytes would overwrite the
+	// shadow's filtered ones and tear the record (its first part a NOOP, its
+	// second the original).
+	StartPrefix []byte
 	// SelfRelease makes the pump release a boundary itself once the shadow
 	// has applied it (and Capture has run); otherwise Release must be called
 	// (tests acting as the processor).
@@ -137,6 +146,7 @@ type Pump struct {
 	sink    SegmentSink
 	out     chan<- *Batch
 
+	start     wal.LSN // where the pump began (a segment start)
 	decided   wal.LSN // every record before this LSN is decided
 	published wal.LSN // wire bytes before this LSN went to the shadow
 	batch     *Batch
@@ -169,7 +179,7 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 		return nil, err
 	}
 	return &Pump{cfg: cfg, reader: r, wire: w, decider: d, shadow: shadow, sink: sink, out: out,
-		decided: start, published: start}, nil
+		start: start, decided: start, published: start}, nil
 }
 
 // Stats returns a copy of the counters.
@@ -207,6 +217,11 @@ func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 }
 
 func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
+	if p.stats.Records == 0 && rec.LSN > p.start {
+		if err := p.repairStart(rec.LSN); err != nil {
+			return err
+		}
+	}
 	d, err := p.decider.Decide(rec)
 	if err != nil {
 		return fmt.Errorf("filtering the record at %s: %w", rec.LSN, err)
@@ -237,6 +252,25 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 		return p.flush(ctx)
 	}
 	return nil
+}
+
+// repairStart puts the filtered bytes before the first record back over the
+// source's raw ones (see PumpConfig.StartPrefix).
+func (p *Pump) repairStart(first wal.LSN) error {
+	n := int(first - p.start)
+	hdr := wal.LongPageHeaderLen
+	if n <= hdr {
+		return nil // no continuation: the segment starts with a record
+	}
+	if pre := p.cfg.StartPrefix; len(pre) >= 16 && wal.LSN(binary.LittleEndian.Uint64(pre[8:])) != p.start {
+		return fmt.Errorf("the filtered copy of the segment at %s names page address %s: not that segment", p.start, wal.LSN(binary.LittleEndian.Uint64(pre[8:])))
+	}
+	if len(p.cfg.StartPrefix) < n {
+		return fmt.Errorf("the WAL at %s opens with %d bytes continuing a record begun in the previous segment, and no filtered copy of them was found (shadow pg_wal or archive): restarting here would tear that record for the shadow", p.start, n-hdr)
+	}
+	// Page headers are the same in both copies; the record bytes are the
+	// filtered ones.
+	return p.wire.WriteAt(p.start, p.cfg.StartPrefix[:n])
 }
 
 // scatter writes a contiguous record image over the record's bytes in the

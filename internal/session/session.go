@@ -330,7 +330,9 @@ func (s *Session) start(ctx context.Context) error {
 	if err := seedCatalogs(ctx, p.filter.Tracker(), s.shadowDir(), s.cfg.SourceDSN); err != nil {
 		return err
 	}
+	prefix := s.filteredStartSegment(p, start)
 	p.pump, err = NewPump(start, PumpConfig{
+		StartPrefix:     prefix,
 		SegmentSize:     p.segSize,
 		MaxBatchRecords: s.cfg.MaxBatchRecords,
 		HoldTimeout:     s.cfg.HoldTimeout,
@@ -364,6 +366,20 @@ func (s *Session) start(ctx context.Context) error {
 		wg.Wait()
 		close(s.done)
 	}()
+	return nil
+}
+
+// filteredStartSegment is the filtered copy of the segment the pump starts
+// at, as an earlier run published it: the shadow's pg_wal has it while it is
+// the segment being received, the archive once it was complete. Nil when
+// neither has it (a first start: nothing was published there yet).
+func (s *Session) filteredStartSegment(p *parts, start wal.LSN) []byte {
+	name := p.archive.SegmentName(p.identity.Timeline, start)
+	for _, path := range []string{filepath.Join(s.shadowDir(), "pg_wal", name), p.archive.Path(name)} {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b
+		}
+	}
 	return nil
 }
 
