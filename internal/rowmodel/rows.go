@@ -1,7 +1,9 @@
 package rowmodel
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/walshadow/walshadow/internal/wal"
@@ -67,21 +69,38 @@ func (m *Model) applyRow(op string, oid uint32, msg Message) error {
 	return m.applyKeyed(t, rc)
 }
 
-// versionAt is the column list of the latest schema version at or before v:
-// a descriptor version no event announced (a TRUNCATE's new filenode keeps
-// the columns) reads as the version before it.
-func (t *table) versionAt(v wal.LSN) []Column {
-	if cols, ok := t.versions[v]; ok {
-		return cols
-	}
-	var best wal.LSN
-	var cols []Column
-	for at, c := range t.versions {
-		if at <= v && (cols == nil || at > best) {
-			best, cols = at, c
+// versionAt is the column list of the schema version a row was decoded
+// with: the latest version at or before v whose columns hold every name the
+// payload carries. Versions are named by their valid-from LSN, which two
+// versions can share (a rename biased back onto a TRUNCATE's new filenode),
+// and a version no event announced (a TRUNCATE keeps the columns) reads as
+// the one before it.
+func (t *table) versionAt(v wal.LSN, payload map[string]any) []Column {
+	ats := make([]wal.LSN, 0, len(t.versions))
+	for at := range t.versions {
+		if at <= v {
+			ats = append(ats, at)
 		}
 	}
-	return cols
+	slices.SortFunc(ats, func(a, b wal.LSN) int { return cmp.Compare(b, a) })
+	for _, at := range ats {
+		cols := t.versions[at]
+		names := make(map[string]bool, len(cols))
+		for _, c := range cols {
+			names[c.Name] = true
+		}
+		fits := true
+		for n := range payload {
+			fits = fits && names[n]
+		}
+		if fits {
+			return cols
+		}
+	}
+	if len(ats) > 0 {
+		return t.versions[ats[0]]
+	}
+	return nil
 }
 
 // translate maps the payload's names (as of the row's descriptor version)
@@ -102,7 +121,7 @@ func (t *table) translate(op string, lsn wal.LSN, msg Message) (rowChange, error
 	var versionCols []Column
 	if s := msg.Meta[MetaDescriptorVersion]; s != "" {
 		if v, err := wal.ParseLSN(s); err == nil {
-			versionCols = t.versionAt(v)
+			versionCols = t.versionAt(v, msg.Payload)
 		}
 	}
 	if versionCols != nil {
