@@ -475,53 +475,8 @@ func runPacedLoad(t *testing.T, src *testrig.Postgres, seed int64, d time.Durati
 		src.Exec(t, fmt.Sprintf("CREATE SCHEMA %s; ALTER DATABASE postgres SET search_path TO %s", schema, schema))
 		opt := testrig.RandomLoadOptions{Seed: seed*1000 + int64(chunk), Tables: 12, Ops: killChunkOps, Clients: 3, DDL: true, TwoPhase: true}
 		src.CreateRandomSchema(t, opt)
-		precreateToast(t, src, schema)
 		stats := src.RunRandomLoad(t, opt)
 		t.Logf("load chunk %d (schema %s, seed %d) at %v: %v", chunk, schema, opt.Seed, time.Since(start).Round(time.Millisecond), stats)
-	}
-}
-
-// precreateToast gives every table of schema without a TOAST relation one,
-// by adding and dropping a text column, before the workload starts.
-//
-// Why: the workload's ADD COLUMN of a first TOAST-able column creates the
-// TOAST relation; the descriptor log classes that change Physical
-// (internal/desclog CompatibleReader: "toast relation 0 -> N") and fences
-// [first catalog touch, commit) with an unknown_mutation_position
-// ambiguity, so a row the same transaction inserts after the ALTER fails
-// with "no provable shape" and the pipeline stops for good — without any
-// kill (TestDecodeRandomWorkloadMatchesSource fails on it too, e.g.
-// WALSHADOW_SEED=1). That is the decode acceptance test's finding; this
-// test is about kills. WALSHADOW_KILL_NO_TOAST_PRECREATE=1 turns the
-// workaround off.
-func precreateToast(t *testing.T, src *testrig.Postgres, schema string) {
-	t.Helper()
-	if os.Getenv("WALSHADOW_KILL_NO_TOAST_PRECREATE") == "1" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn := src.Connect(t)
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relkind = 'r' AND c.reltoastrelid = 0 ORDER BY 1`, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		q := schema + "." + n
-		src.Exec(t, fmt.Sprintf("ALTER TABLE %s ADD COLUMN kill_toast_pad text; ALTER TABLE %s DROP COLUMN kill_toast_pad", q, q))
 	}
 }
 
@@ -536,19 +491,6 @@ func TestDecodeKillRestartLosesNothing(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	pgOpts := []testrig.PGOption{testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic")}
-	// A diagnostic knob: with segments larger than the run's WAL (and a
-	// short WALSHADOW_KILL_LOAD_SECONDS) every restart resumes in the first
-	// segment, so none starts at a segment whose first bytes continue a
-	// record of the previous one. (Above 40 MB the shadow does not start:
-	// its min_wal_size stays at the 80 MB default.)
-	if v := os.Getenv("WALSHADOW_KILL_WAL_SEG_MB"); v != "" {
-		mb, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("WALSHADOW_KILL_WAL_SEG_MB=%q: %v", v, err)
-		}
-		pgOpts = append(pgOpts, testrig.WithWALSegSizeMB(mb))
-		t.Logf("WAL segment size %d MB", mb)
-	}
 	src := testrig.StartPostgres(t, pgOpts...)
 	bridgeDir := buildPgext(t, src.BinDir())
 	stateDir := newStateDir(t, src)
