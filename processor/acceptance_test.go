@@ -187,7 +187,7 @@ output:
 // newStateDir makes a state directory the shadow's OS user can traverse and
 // stops the shadow postmaster (which outlives a stopped or killed stream)
 // when the test ends.
-func newStateDir(t *testing.T, src *testrig.Postgres) string {
+func newStateDir(t testing.TB, src *testrig.Postgres) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "walshadow-accept-")
 	if err != nil {

@@ -76,7 +76,7 @@ func BenchmarkDecodeVsPgoutput(b *testing.B) {
 		}
 	}
 
-	stateDir := largeStateDir(b, src)
+	stateDir := newStateDir(b, src)
 	digest := newCopyDigest("lt_accounts", "lt_marker")
 	runErr := startLargeStream(b, src, stateDir, slot, budget, digest.consume)
 	src.Exec(b, `CREATE TABLE lt_accounts (aid int PRIMARY KEY, bid int NOT NULL, abalance int NOT NULL, filler char(84));

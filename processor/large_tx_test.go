@@ -61,34 +61,6 @@ output:
 `, src.DSN(), stateDir, slot, src.BinDir(), testrig.ServerOSUser(), shadowPort, bridgeDir, bufferBytes)
 }
 
-// largeStateDir is newStateDir for any testing.TB (benchmarks too): a
-// directory the shadow's OS user can traverse, its shadow postmaster
-// stopped when the test ends.
-func largeStateDir(tb testing.TB, src *testrig.Postgres) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp("", "walshadow-largetx-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	os.Chmod(dir, 0o711)
-	tb.Cleanup(func() {
-		args := []string{filepath.Join(src.BinDir(), "pg_ctl"), "-D", filepath.Join(dir, "shadow"), "-m", "immediate", "stop"}
-		var cmd *exec.Cmd
-		if os.Geteuid() == 0 {
-			cmd = exec.Command("runuser", append([]string{"-u", testrig.ServerOSUser(), "--"}, args...)...)
-		} else {
-			cmd = exec.Command(args[0], args[1:]...)
-		}
-		cmd.Run()
-		if !tb.Failed() {
-			os.RemoveAll(dir)
-		} else {
-			tb.Logf("kept state dir %s", dir)
-		}
-	})
-	return dir
-}
-
 // startLargeStream builds and runs the pipeline with handler as the
 // consumer, waits until the slot streams, and stops the stream when the
 // test ends. The returned channel carries Run's result.
@@ -298,7 +270,7 @@ func (r *largeCopyResult) peakDelta() int64 { return r.memAfter.hwm - r.rssAtRes
 func runLargeCopy(tb testing.TB, opts largeCopyOptions) *largeCopyResult {
 	tb.Helper()
 	src := testrig.StartPostgres(tb, testrig.WithSetting("log_min_error_statement", "panic"))
-	stateDir := largeStateDir(tb, src)
+	stateDir := newStateDir(tb, src)
 	spillDir := filepath.Join(stateDir, "spill")
 	digest := newCopyDigest("lt_accounts", "lt_marker")
 	runErr := startLargeStream(tb, src, stateDir, opts.slot, opts.bufferBytes, digest.consume)
@@ -619,7 +591,7 @@ func readSourceToast(t *testing.T, src *testrig.Postgres) map[int64]sourceToast 
 // names it in walshadow_unchanged_toast.
 func TestDecodeToastRoundTrip(t *testing.T) {
 	src := testrig.StartPostgres(t, testrig.WithSetting("log_min_error_statement", "panic"))
-	stateDir := largeStateDir(t, src)
+	stateDir := newStateDir(t, src)
 	rec := &toastRecorder{table: "lt_toast", changes: map[int64][]toastChange{}}
 	runErr := startLargeStream(t, src, stateDir, "walshadow_toast", 64<<20, rec.consume)
 	src.Exec(t, `CREATE TABLE lt_toast (id int PRIMARY KEY, note text, big text);
