@@ -23,11 +23,21 @@ import (
 //   - peak/budget: that rise over the buffer budget (goal < 2).
 //
 // It needs PostgreSQL 15 (skipped, saying so, when the rig finds none).
+//
+// WALSHADOW_BENCH_BUDGET_MB and WALSHADOW_BENCH_ROWS override the budget
+// (8) and the row count (1,000,000), e.g. 64 and 6,500,000 for the default
+// budget at ten times its size.
 func BenchmarkDecodeLargeCopy(b *testing.B) {
-	const budget = 8 << 20
+	budget, rows := int64(8<<20), int64(1_000_000)
+	if v, err := strconv.Atoi(os.Getenv("WALSHADOW_BENCH_BUDGET_MB")); err == nil && v > 0 {
+		budget = int64(v) << 20
+	}
+	if v, err := strconv.Atoi(os.Getenv("WALSHADOW_BENCH_ROWS")); err == nil && v > 0 {
+		rows = int64(v)
+	}
 	b.ReportAllocs()
 	res := runLargeCopy(b, largeCopyOptions{
-		rows: 1_000_000, bufferBytes: budget, slot: "walshadow_bench_large",
+		rows: rows, bufferBytes: budget, slot: "walshadow_bench_large",
 		measureStart: b.ResetTimer, measureEnd: b.StopTimer,
 	})
 	d := res.digest
@@ -43,7 +53,7 @@ func BenchmarkDecodeLargeCopy(b *testing.B) {
 	b.ReportMetric(float64(d.rows)/res.total.Seconds(), "rows/s")
 	b.ReportMetric(float64(d.rows)/res.decodeTime.Seconds(), "decode-rows/s")
 	b.ReportMetric(mib(res.peakDelta()), "peak-RSS-MiB")
-	b.ReportMetric(float64(res.peakDelta())/budget, "peak/budget")
+	b.ReportMetric(float64(res.peakDelta())/float64(budget), "peak/budget")
 	b.ReportMetric(mib(res.rowWALBytes), "row-WAL-MiB")
 	b.Logf("%d rows, %.1f MiB WAL (%.1f MiB row WAL), spill up to %.1f MiB, BEGIN to last row %v, decode after COMMIT %v",
 		d.rows, mib(res.txWALBytes), mib(res.rowWALBytes), mib(res.spillBytes), res.total, res.decodeTime)
