@@ -60,7 +60,7 @@ never come out. A large transaction spans several batches. Metadata:
 - `+"`pg_major`"+`: the source's PostgreSQL major version.
 - `+"`walshadow_commit_lsn`"+`, `+"`walshadow_commit_next_lsn`"+`, `+"`walshadow_top_xid`"+`, `+"`walshadow_commit_time`"+`, `+"`walshadow_tx_first_lsn`"+`: the transaction the record belongs to; `+"`walshadow_tx_last`"+` flags its last record.
 - `+"`walshadow_defer_catalog_decode`"+`: the record's transaction changed catalogs before it.
-- `+"`walshadow_boundary`"+` (structured, on a commit record): a catalog-changing commit. The session holds the shadow at this point until the `+"`walshadow_decode`"+` processor has captured the new shapes, or, while no such processor takes part, until the shadow has applied it.
+- `+"`walshadow_boundary`"+` (structured, on a commit record): a catalog-changing commit. The session held the shadow exactly there and captured the new shapes into its descriptor log; `+"`walshadow_decode`"+` emits them as schema events.
 - `+"`walshadow_seq`"+`, `+"`walshadow_epoch`"+`: the batch's sequence number within the session's run, and the run.
 
 The resume point never passes the first record of a transaction not yet

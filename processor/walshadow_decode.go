@@ -4,11 +4,11 @@
 // force at each record's LSN.
 //
 // The input emits each committed transaction whole: its commit record
-// first, then its row changes merged by LSN, the last one flagged. At a
-// commit that is a catalog boundary the processor captures the changed
-// shapes into the session's descriptor log (the shadow is held exactly
-// there) and emits their schema events, then decodes the transaction's
-// rows. A transaction may span several batches: the decoder's state (TOAST
+// first, then its row changes merged by LSN, the last one flagged. The
+// session captures every catalog boundary into its descriptor log inside a
+// short hold, as soon as the shadow reaches it; at a boundary's commit the
+// processor emits the schema events stored for it, then decodes the
+// transaction's rows against the log as it stood at that commit. A transaction may span several batches: the decoder's state (TOAST
 // chunks, speculative inserts) is carried between them, and batches are
 // processed strictly in the session's sequence even with pipeline.threads
 // above 1.
