@@ -99,10 +99,11 @@ func (s *Session) readShadowDescriptors(ctx context.Context, p *parts, oids []ui
 // the hold was broken and a capture now would read the wrong shapes.
 var ErrShadowPastBoundary = errors.New("the shadow replayed past a held catalog boundary")
 
-// CaptureAndRelease is the processor side of a hold: for the boundary whose
+// CaptureAndRelease ends a hold from outside the pump (a session run with
+// SelfRelease off, as tests do to observe holds): for the boundary whose
 // next_lsn is nextLSN it waits until the shadow has replayed exactly
 // through it, captures the affected relations' shapes into the descriptor
-// log (durably), and releases the hold. A boundary the log already holds
+// log (durably) unless the pump already did, and releases the hold. A boundary the log already holds
 // (WAL re-read after a restart) or baked into the seed is not captured
 // again.
 //
