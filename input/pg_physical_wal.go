@@ -106,6 +106,19 @@ type physicalWALInput struct {
 	label string
 	mgr   *service.Resources
 	sess  *session.Session
+
+	// failures counts session stops since the last batch: restarts back off
+	// (1 s doubling to 30 s) so a failure that recurs at the same record
+	// does not restart the session several times a second.
+	failures int
+}
+
+// restartBackoff is the wait before the n-th consecutive restart.
+func restartBackoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return min(time.Second<<min(n-1, 5), 30*time.Second)
 }
 
 func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchInput, error) {
@@ -126,6 +139,14 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 }
 
 func (in *physicalWALInput) Connect(ctx context.Context) error {
+	if wait := restartBackoff(in.failures); wait > 0 {
+		in.mgr.Logger().Infof("restarting the walshadow session in %s (%d consecutive stops)", wait, in.failures)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return in.sess.Start(ctx)
 }
 
@@ -139,10 +160,12 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 			// Connect restarts the session from its resume point, or
 			// reports why it cannot.
 			in.mgr.Logger().Errorf("%v", err)
+			in.failures++
 			return nil, nil, service.ErrNotConnected
 		}
 		return nil, nil, err
 	}
+	in.failures = 0
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
 	for _, it := range b.Items {
