@@ -22,7 +22,8 @@ type txMeta struct {
 	commitNext wal.LSN
 	commitTime time.Time
 
-	xidText, commitLSNText, commitTimeText string
+	// Boxed once: every row of the transaction carries them as metadata.
+	xidText, commitLSNText, commitTimeText any
 }
 
 // batchOut collects one input batch's output in order: schema events sit

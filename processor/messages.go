@@ -106,7 +106,11 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.M
 	if r.Op == decode.OpTruncate {
 		m.MetaSetMut(MetaEvent, EventTruncate)
 	}
-	setRelationMeta(m, r.Desc)
+	rm := p.text.relation(r.Desc)
+	m.MetaSetMut(MetaSchema, rm.schema)
+	m.MetaSetMut(MetaTable, rm.table)
+	m.MetaSetMut(MetaRelationOid, rm.oid)
+	m.MetaSetMut(MetaKey, rm.key)
 	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
 	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
 	m.MetaSetMut(MetaXID, tx.xidText)
@@ -126,26 +130,46 @@ func setRelationMeta(m *service.Message, d *desclog.Descriptor) {
 	m.MetaSetMut(MetaKey, strings.Join(keyNames(d), ","))
 }
 
-// textCache keeps the metadata strings consecutive rows share (the rows of
-// one multi-insert have one LSN; a relation's rows one descriptor version),
-// so each is formatted once.
+// textCache keeps the metadata values consecutive rows share (the rows of
+// one multi-insert have one LSN; a relation's rows one descriptor version,
+// schema, name and key), formatted and boxed into an interface once: each
+// MetaSetMut of a fresh string would allocate.
 type textCache struct {
 	lastLSN, lastVersion wal.LSN
-	lsnText, versionText string
+	lsnText, versionText any
+	relations            map[*desclog.Descriptor]*relationMeta
 }
 
-func (c *textCache) lsn(l wal.LSN) string {
-	if l != c.lastLSN || c.lsnText == "" {
+type relationMeta struct{ schema, table, oid, key any }
+
+func (c *textCache) lsn(l wal.LSN) any {
+	if l != c.lastLSN || c.lsnText == nil {
 		c.lastLSN, c.lsnText = l, l.String()
 	}
 	return c.lsnText
 }
 
-func (c *textCache) version(l wal.LSN) string {
-	if l != c.lastVersion || c.versionText == "" {
+func (c *textCache) version(l wal.LSN) any {
+	if l != c.lastVersion || c.versionText == nil {
 		c.lastVersion, c.versionText = l, l.String()
 	}
 	return c.versionText
+}
+
+// relation is d's metadata values. Descriptors are immutable and shared by
+// the log, so the pointer is the key; the map is dropped when it grows
+// large (a long run with many schema changes).
+func (c *textCache) relation(d *desclog.Descriptor) *relationMeta {
+	if rm, ok := c.relations[d]; ok {
+		return rm
+	}
+	if c.relations == nil || len(c.relations) >= 4096 {
+		c.relations = map[*desclog.Descriptor]*relationMeta{}
+	}
+	rm := &relationMeta{schema: d.Namespace, table: d.Name,
+		oid: strconv.FormatUint(uint64(d.Oid), 10), key: strings.Join(keyNames(d), ",")}
+	c.relations[d] = rm
+	return rm
 }
 
 // keyNames are the replica identity's column names (none for FULL).
