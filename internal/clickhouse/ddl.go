@@ -1,0 +1,279 @@
+package clickhouse
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/walshadow/walshadow/internal/desclog"
+)
+
+// Names of the synthetic columns every replicated table carries.
+const (
+	ColLSN       = "_lsn"
+	ColXID       = "_xid"
+	ColCommitTS  = "_commit_ts"    // DateTime64(6,'UTC') where the server has it
+	ColCommitTSu = "_commit_ts_us" // UInt64 µs since the Unix epoch otherwise
+	ColIsDeleted = "_is_deleted"
+)
+
+// ColumnSpec is one target column as rendered in DDL.
+type ColumnSpec struct {
+	Name     string
+	Type     ColumnType
+	Nullable bool
+	// Default is a rendered ClickHouse expression (DefaultLiteral), "" for
+	// none.
+	Default string
+}
+
+// TypeSQL is the column's full type, Nullable wrapper included.
+func (c ColumnSpec) TypeSQL() string {
+	if c.Nullable {
+		return "Nullable(" + c.Type.Type + ")"
+	}
+	return c.Type.Type
+}
+
+func (c ColumnSpec) definition() string {
+	s := QuoteIdent(c.Name) + " " + c.TypeSQL()
+	if c.Default != "" {
+		s += " DEFAULT " + c.Default
+	}
+	return s
+}
+
+// ColumnSpecFor builds the spec of source column c of relation source
+// (named in errors): the mapped type, Nullable unless NOT NULL or in the
+// key, and a DEFAULT from the column's missing value when it has a non-NULL
+// one.
+func ColumnSpecFor(d Dialect, source string, c desclog.Column, inKey bool) (ColumnSpec, error) {
+	what := fmt.Sprintf("column %q of %s", c.Name, source)
+	if err := ValidateName(what, c.Name); err != nil {
+		return ColumnSpec{}, err
+	}
+	spec := ColumnSpec{Name: c.Name, Type: MapColumn(d, c, inKey), Nullable: !c.NotNull && !inKey}
+	if c.HasMissing && c.Missing != nil {
+		lit, err := DefaultLiteral(d, spec.Type, *c.Missing)
+		if err != nil {
+			return ColumnSpec{}, fmt.Errorf("%s: %w", what, err)
+		}
+		spec.Default = lit
+	}
+	return spec, nil
+}
+
+// SyntheticColumns are the columns the output adds to every table, in
+// order: _lsn UInt64, _xid UInt32, the commit time and _is_deleted UInt8.
+// The commit time is _commit_ts DateTime64(6,'UTC') where the server has
+// DateTime64, else _commit_ts_us UInt64 (µs since 1970-01-01 UTC): the name
+// says the unit, and microseconds survive on every dialect.
+func SyntheticColumns(d Dialect) []ColumnSpec {
+	commit := ColumnSpec{Name: ColCommitTSu, Type: ColumnType{Type: "UInt64", Repr: ReprUnixMicros}}
+	if d.DateTime64 {
+		commit = ColumnSpec{Name: ColCommitTS, Type: ColumnType{Type: "DateTime64(6, 'UTC')", Repr: ReprDateTime64}}
+	}
+	return []ColumnSpec{
+		{Name: ColLSN, Type: ColumnType{Type: "UInt64", Repr: ReprInt}},
+		{Name: ColXID, Type: ColumnType{Type: "UInt32", Repr: ReprUInt32}},
+		commit,
+		{Name: ColIsDeleted, Type: ColumnType{Type: "UInt8", Repr: ReprInt}},
+	}
+}
+
+// Setting is one table-level SETTINGS entry.
+type Setting struct {
+	Name  string
+	Value string
+}
+
+// TableOptions are the operator's per-table knobs.
+type TableOptions struct {
+	// OrderBy replaces the key as the sorting key (column names, quoted
+	// here; they must exist and be non-Nullable).
+	OrderBy []string
+	// PartitionBy is a ClickHouse expression from trusted configuration,
+	// rendered verbatim ("" for none).
+	PartitionBy string
+	// Settings are rendered as SETTINGS name = value; numeric values stay
+	// bare, others become string literals.
+	Settings []Setting
+}
+
+var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CreateDatabase is CREATE DATABASE IF NOT EXISTS.
+func CreateDatabase(database string) (string, error) {
+	if err := ValidateName("target database", database); err != nil {
+		return "", err
+	}
+	return "CREATE DATABASE IF NOT EXISTS " + QuoteIdent(database), nil
+}
+
+// CreateTable renders CREATE TABLE IF NOT EXISTS for cols plus the
+// synthetic columns.
+//
+// With a key (or OrderBy) the engine is ReplacingMergeTree(_lsn,
+// _is_deleted) where the server takes the is_deleted argument, else
+// ReplacingMergeTree(_lsn), ordered by the key: the newest change of a key
+// wins and SELECT ... FINAL WHERE _is_deleted = 0 is the source table.
+//
+// Without any key (REPLICA IDENTITY NOTHING, or FULL without a primary key)
+// no column set identifies a row: ReplacingMergeTree ORDER BY tuple() would
+// collapse the whole table into one row, so such a table is a MergeTree
+// ORDER BY tuple() change log (every insert, update image and delete marker
+// kept). An operator who knows a unique NOT NULL column set passes it as
+// OrderBy to get a mirror instead.
+func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts TableOptions) (string, error) {
+	if err := target.Validate(QuoteQualified(target)); err != nil {
+		return "", err
+	}
+	all := append(append([]ColumnSpec(nil), cols...), SyntheticColumns(d)...)
+	byName := make(map[string]ColumnSpec, len(all))
+	for i, c := range all {
+		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, QuoteQualified(target)), c.Name); err != nil {
+			return "", err
+		}
+		if _, dup := byName[c.Name]; dup {
+			if i >= len(cols) {
+				return "", fmt.Errorf("creating %s: source column %q collides with a synthetic column; map it to another name", QuoteQualified(target), c.Name)
+			}
+			return "", fmt.Errorf("creating %s: column %q appears twice", QuoteQualified(target), c.Name)
+		}
+		byName[c.Name] = c
+	}
+	orderBy := key
+	if len(opts.OrderBy) > 0 {
+		orderBy = opts.OrderBy
+	}
+	quotedKey := make([]string, len(orderBy))
+	for i, name := range orderBy {
+		c, ok := byName[name]
+		switch {
+		case !ok:
+			return "", fmt.Errorf("creating %s: sorting key column %q is not a column of the table", QuoteQualified(target), name)
+		case c.Nullable:
+			return "", fmt.Errorf("creating %s: sorting key column %q is Nullable", QuoteQualified(target), name)
+		}
+		quotedKey[i] = QuoteIdent(name)
+	}
+
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS ")
+	b.WriteString(QuoteQualified(target))
+	b.WriteString("\n(\n")
+	for i, c := range all {
+		b.WriteString("    ")
+		b.WriteString(c.definition())
+		if i < len(all)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(")\n")
+	switch {
+	case len(quotedKey) == 0:
+		b.WriteString("ENGINE = MergeTree")
+	case d.IsDeletedEngineArg:
+		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ", " + QuoteIdent(ColIsDeleted) + ")")
+	default:
+		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ")")
+	}
+	// Clause order as ClickHouse documents it: PARTITION BY, then ORDER BY.
+	if opts.PartitionBy != "" {
+		b.WriteString("\nPARTITION BY " + opts.PartitionBy)
+	}
+	if len(quotedKey) == 0 {
+		b.WriteString("\nORDER BY tuple()")
+	} else {
+		b.WriteString("\nORDER BY (" + strings.Join(quotedKey, ", ") + ")")
+	}
+	if len(opts.Settings) > 0 {
+		parts := make([]string, len(opts.Settings))
+		for i, s := range opts.Settings {
+			if !settingName.MatchString(s.Name) {
+				return "", fmt.Errorf("creating %s: setting name %q is not an identifier", QuoteQualified(target), s.Name)
+			}
+			value := QuoteString(s.Value)
+			if _, err := strconv.ParseFloat(s.Value, 64); err == nil && s.Value == strings.TrimSpace(s.Value) {
+				value = s.Value
+			}
+			parts[i] = s.Name + " = " + value
+		}
+		b.WriteString("\nSETTINGS " + strings.Join(parts, ", "))
+	}
+	return b.String(), nil
+}
+
+// AddColumn renders ALTER TABLE ... ADD COLUMN. mustCheckExists is true on
+// servers without IF NOT EXISTS: the caller checks system.columns first so
+// a replayed event does not fail on an existing column.
+func AddColumn(d Dialect, target Target, col ColumnSpec) (sql string, mustCheckExists bool, err error) {
+	if err := ValidateName(fmt.Sprintf("column %q of %s", col.Name, QuoteQualified(target)), col.Name); err != nil {
+		return "", false, err
+	}
+	ifNotExists := ""
+	if d.IfNotExistsColumns {
+		ifNotExists = "IF NOT EXISTS "
+	}
+	return "ALTER TABLE " + QuoteQualified(target) + " ADD COLUMN " + ifNotExists + col.definition(), !d.IfNotExistsColumns, nil
+}
+
+// ErrRenameUnsupported: the server has no RENAME COLUMN; the caller keeps
+// the old ClickHouse name and remaps the source column to it.
+var ErrRenameUnsupported = errors.New("server has no ALTER TABLE ... RENAME COLUMN")
+
+// RenameColumn renders ALTER TABLE ... RENAME COLUMN, or ErrRenameUnsupported.
+func RenameColumn(d Dialect, target Target, from, to string) (string, error) {
+	if !d.RenameColumn {
+		return "", fmt.Errorf("renaming column %q to %q of %s on ClickHouse %s: %w", from, to, QuoteQualified(target), d.Version, ErrRenameUnsupported)
+	}
+	if err := ValidateName(fmt.Sprintf("new name of column %q of %s", from, QuoteQualified(target)), to); err != nil {
+		return "", err
+	}
+	ifExists := ""
+	if d.IfNotExistsColumns {
+		ifExists = "IF EXISTS "
+	}
+	return "ALTER TABLE " + QuoteQualified(target) + " RENAME COLUMN " + ifExists + QuoteIdent(from) + " TO " + QuoteIdent(to), nil
+}
+
+// DropColumn renders ALTER TABLE ... DROP COLUMN; mustCheckExists as for
+// AddColumn.
+func DropColumn(d Dialect, target Target, name string) (sql string, mustCheckExists bool, err error) {
+	ifExists := ""
+	if d.IfNotExistsColumns {
+		ifExists = "IF EXISTS "
+	}
+	return "ALTER TABLE " + QuoteQualified(target) + " DROP COLUMN " + ifExists + QuoteIdent(name), !d.IfNotExistsColumns, nil
+}
+
+// TruncateTable renders TRUNCATE TABLE IF EXISTS (18.16 accepts it).
+func TruncateTable(target Target) string { return "TRUNCATE TABLE IF EXISTS " + QuoteQualified(target) }
+
+// DropTable renders DROP TABLE IF EXISTS.
+func DropTable(target Target) string { return "DROP TABLE IF EXISTS " + QuoteQualified(target) }
+
+// ErrTypeChange marks a refused column type change.
+var ErrTypeChange = errors.New("column type changes are not replicated")
+
+// TypeChangeError is the refusal of a source column's type change: no SQL
+// exists for it, the caller logs and counts it.
+type TypeChangeError struct {
+	Source, Column   string
+	OldType, NewType string
+}
+
+func (e *TypeChangeError) Error() string {
+	return fmt.Sprintf("column %q of %s changed type from %s to %s: %v", e.Column, e.Source, e.OldType, e.NewType, ErrTypeChange)
+}
+
+func (e *TypeChangeError) Unwrap() error { return ErrTypeChange }
+
+// RefuseTypeChange returns the refusal for a type change of column of
+// relation source.
+func RefuseTypeChange(source, column, oldType, newType string) error {
+	return &TypeChangeError{Source: source, Column: column, OldType: oldType, NewType: newType}
+}

@@ -1,0 +1,74 @@
+// Package clickhouse renders what the ClickHouse output sends to the
+// server: per-version dialects, identifier and literal quoting, the type
+// map from PostgreSQL columns and DDL. It is pure (strings in, strings out);
+// the connection lives elsewhere.
+//
+// # Dialects
+//
+// ParseDialect(SELECT version()) gives the capability flags the renderers
+// consult. Legacy1816 (Debian's 18.16.1, the server tests run against) has
+// none of them: no IF [NOT] EXISTS on columns, no RENAME COLUMN, no
+// DateTime64, Bool or Date32, no is_deleted engine argument, Decimal up to
+// precision 38. Modern (23.8) has all.
+//
+// # Naming
+//
+// A relation schema.table of the source lands in the configured database as
+// table DefaultTableName(schema, table) = "<schema>.<table>", with '%' and
+// '.' inside either part escaped as %25 and %2E: injective over (schema,
+// table) pairs and readable for ordinary names (`db`.`public.orders`).
+// Column names are the source's. Every identifier is backtick-quoted with
+// backtick and backslash escaped; names ClickHouse cannot store (empty,
+// invalid UTF-8, control characters, longer than 200 bytes once escaped for
+// the server's file names) are rejected with an error naming the source.
+//
+// # Type map
+//
+// Column types (T is the element mapping; every column is Nullable(...)
+// unless NOT NULL or part of the sorting key):
+//
+//	PostgreSQL                         18.16 (Legacy1816)       >= 23.2 (Modern)
+//	bool                               UInt8 (0/1)              Bool
+//	int2 / int4 / int8                 Int16 / Int32 / Int64    same
+//	oid                                UInt32                   UInt32
+//	float4 / float8                    Float32 / Float64        same
+//	numeric(p,s), 1<=p<=38, 0<=s<=p    Decimal(p, s)            Decimal(p, s)
+//	numeric(p,s), 38<p<=76             String                   Decimal(p, s)
+//	numeric, s<0 or s>p, unconstrained String                   String
+//	uuid                               UUID                     UUID
+//	bytea                              String (raw bytes)       String (raw bytes)
+//	date                               Date                     Date32
+//	timestamp, timestamptz             Int64 (µs since epoch)   DateTime64(6, 'UTC')
+//	text, varchar, bpchar, name,       String                   String
+//	"char", json, jsonb, time, timetz,
+//	interval, inet, cidr, macaddr, money
+//	T[] NOT NULL or in key             Array(Nullable(T))       Array(Nullable(T))
+//	T[] nullable                       String                   String
+//	domain over B                      mapping of B (numeric: unconstrained)
+//	enum, range, multirange, composite,
+//	extension and unknown types        String (PostgreSQL text output)
+//
+// Values a mapped type cannot hold fail closed at insert (the output checks
+// and refuses, never wraps or rounds): numeric NaN/±Infinity in Decimal;
+// dates and timestamps outside Dialect.DateRange (Date on 18.16:
+// 1970-01-01..2105-12-31; Date32/DateTime64 on >= 22.8:
+// 1900-01-01..2299-12-31); ±infinity and BC timestamps; Int64 µs past year
+// 294246; multi-dimensional arrays and arrays with a lower bound other
+// than 1.
+//
+// Timestamps on servers without DateTime64 are Int64 microseconds since
+// 1970-01-01 00:00:00 UTC (timestamp is read as UTC): lossless to the
+// microsecond, ordered and arithmetic, unlike DateTime (seconds) or String.
+//
+// Nullable arrays are String because ClickHouse has no Nullable(Array): a
+// NULL would read back as [] and merge with the empty array.
+//
+// # Tables
+//
+// CreateTable adds _lsn UInt64, _xid UInt32, the commit time and
+// _is_deleted UInt8. The commit time is _commit_ts DateTime64(6, 'UTC') on
+// servers with DateTime64 and _commit_ts_us UInt64 (µs since the epoch) on
+// others. Tables with a key are ReplacingMergeTree(_lsn, _is_deleted)
+// (ReplacingMergeTree(_lsn) before 23.2) ordered by the key; tables without
+// any key are MergeTree ORDER BY tuple() change logs (see CreateTable).
+package clickhouse
