@@ -15,13 +15,6 @@ import (
 
 func (s *Session) descLogDir() string { return filepath.Join(s.cfg.StateDir, "desclog") }
 
-// AttachProcessor records that a processor (walshadow_decode) reads this
-// session. The session captures every boundary itself inside the hold (the
-// hold lasts as long as the shadow takes to reach it and the capture, never
-// as long as downstream takes), so nothing changes for the hold; the
-// processor reads the boundary's events with BoundaryEvents.
-func (s *Session) AttachProcessor() {}
-
 // DescLog is the session's descriptor log (nil before Start).
 func (s *Session) DescLog() *desclog.Log {
 	s.mu.Lock()

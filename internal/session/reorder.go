@@ -73,7 +73,7 @@ type readyTx struct {
 }
 
 type reorderStats struct {
-	Buffered, OtherDB, Skipped, Committed, Aborted int64
+	OtherDB, Skipped, Committed, Aborted int64
 }
 
 // defaultBatchBytes is the record bytes an output batch stops at (about
@@ -132,7 +132,6 @@ func (r *reorderer) change(it *Item) error {
 	if it.Decision.DeferCatalogDecode {
 		flags |= xact.FlagDeferCatalogDecode
 	}
-	r.stats.Buffered++
 	return r.buf.Add(xact.Change{LSN: rec.LSN, Next: rec.Next, XID: rec.Header.XID, Flags: flags, Raw: rec.Raw})
 }
 

@@ -51,8 +51,8 @@ type Session struct {
 	m   *sessionMetrics
 
 	// SelfRelease: release each boundary as soon as the shadow has applied
-	// it (no processor takes part in holds yet). Tests turn it off to act
-	// as the processor.
+	// it and the session has captured its shapes. Tests turn it off to
+	// observe holds and release them with CaptureAndRelease.
 	SelfRelease bool
 
 	startMu sync.Mutex
