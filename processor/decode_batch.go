@@ -11,6 +11,7 @@ import (
 	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -177,7 +178,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 		if err != nil {
 			return fmt.Errorf("reading the catalog boundary at %s: %w", pos.next, err)
 		}
-		p.m.captureSeconds.Incr(time.Since(start).Nanoseconds())
+		p.m.boundaryWait.Incr(time.Since(start).Nanoseconds())
 		p.log.Debugf("catalog boundary at %s (transaction %d): %d schema events", pos.next, xid, len(events))
 		for i := range events {
 			// Tables only: TOAST relations, materialized views and relations
@@ -245,7 +246,7 @@ func identityName(c byte) string {
 func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowChange) error {
 	const maxItems, maxBytes = 4096, 16 << 20
 	type ref struct{ row, field int }
-	var items []shadowDecodeItem
+	var items []shadow.DecodeItem
 	var refs []ref
 	size := 0
 	flush := func() error {
@@ -274,7 +275,7 @@ func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowCh
 			if !f.Pending || f.Null || f.Omitted {
 				continue
 			}
-			items = append(items, shadowDecodeItem{TypeOid: f.Col.TypeOid, Data: f.Raw})
+			items = append(items, shadow.DecodeItem{TypeOid: f.Col.TypeOid, Data: f.Raw})
 			refs = append(refs, ref{i, j})
 			size += len(f.Raw)
 			if len(items) >= maxItems || size >= maxBytes {

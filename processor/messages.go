@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -106,11 +107,7 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.M
 	if r.Op == decode.OpTruncate {
 		m.MetaSetMut(MetaEvent, EventTruncate)
 	}
-	rm := p.text.relation(r.Desc)
-	m.MetaSetMut(MetaSchema, rm.schema)
-	m.MetaSetMut(MetaTable, rm.table)
-	m.MetaSetMut(MetaRelationOid, rm.oid)
-	m.MetaSetMut(MetaKey, rm.key)
+	p.setRelationMeta(m, r.Desc)
 	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
 	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
 	m.MetaSetMut(MetaXID, tx.xidText)
@@ -123,11 +120,13 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.M
 	return m
 }
 
-func setRelationMeta(m *service.Message, d *desclog.Descriptor) {
-	m.MetaSetMut(MetaSchema, d.Namespace)
-	m.MetaSetMut(MetaTable, d.Name)
-	m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(d.Oid), 10))
-	m.MetaSetMut(MetaKey, strings.Join(keyNames(d), ","))
+// setRelationMeta sets the relation's schema, name, oid and key.
+func (p *decodeProcessor) setRelationMeta(m *service.Message, d *desclog.Descriptor) {
+	rm := p.text.relation(d)
+	m.MetaSetMut(MetaSchema, rm.schema)
+	m.MetaSetMut(MetaTable, rm.table)
+	m.MetaSetMut(MetaRelationOid, rm.oid)
+	m.MetaSetMut(MetaKey, rm.key)
 }
 
 // textCache keeps the metadata values consecutive rows share (the rows of
@@ -210,7 +209,7 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event) *service.Message {
 		for k, v := range relationPayload(ev.Desc) {
 			payload[k] = v
 		}
-		setRelationMeta(m, ev.Desc)
+		p.setRelationMeta(m, ev.Desc)
 	} else {
 		m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(ev.Oid), 10))
 	}
@@ -305,8 +304,6 @@ func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string
 	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped}
 }
 
-type shadowDecodeItem = shadow.DecodeItem
-
 // bridgeDecode renders items through the session's bridge.
 func (p *decodeProcessor) bridgeDecode(ctx context.Context, items []shadow.DecodeItem) ([]shadow.DecodeResult, error) {
 	b := p.sess.Bridge()
@@ -316,10 +313,4 @@ func (p *decodeProcessor) bridgeDecode(ctx context.Context, items []shadow.Decod
 	return b.Decode(ctx, items)
 }
 
-var errNoBridge = bridgeMissingError{}
-
-type bridgeMissingError struct{}
-
-func (bridgeMissingError) Error() string {
-	return "this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)"
-}
+var errNoBridge = errors.New("this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)")

@@ -11,7 +11,7 @@ import (
 type decodeMetrics struct {
 	rows, events                     *service.MetricCounter
 	transactions, failures           *service.MetricCounter
-	bridgeValues, captureSeconds     *service.MetricCounter
+	bridgeValues, boundaryWait       *service.MetricCounter
 	skipped, toastValues, toastOmits *service.MetricCounter
 }
 
@@ -20,15 +20,15 @@ func newDecodeMetrics(m *service.Metrics) *decodeMetrics {
 		return &decodeMetrics{}
 	}
 	return &decodeMetrics{
-		rows:           m.NewCounter("walshadow_decode_rows_total", "operation"),
-		events:         m.NewCounter("walshadow_decode_schema_events_total", "event"),
-		transactions:   m.NewCounter("walshadow_decode_transactions_total"),
-		failures:       m.NewCounter("walshadow_decode_failures_total"),
-		bridgeValues:   m.NewCounter("walshadow_decode_bridge_values_total"),
-		captureSeconds: m.NewCounter("walshadow_decode_capture_nanoseconds_total"),
-		skipped:        m.NewCounter("walshadow_decode_skipped_records_total", "reason"),
-		toastValues:    m.NewCounter("walshadow_decode_toast_values_total"),
-		toastOmits:     m.NewCounter("walshadow_decode_toast_unchanged_omitted_total"),
+		rows:         m.NewCounter("walshadow_decode_rows_total", "operation"),
+		events:       m.NewCounter("walshadow_decode_schema_events_total", "event"),
+		transactions: m.NewCounter("walshadow_decode_transactions_total"),
+		failures:     m.NewCounter("walshadow_decode_failures_total"),
+		bridgeValues: m.NewCounter("walshadow_decode_bridge_values_total"),
+		boundaryWait: m.NewCounter("walshadow_decode_boundary_wait_nanoseconds_total"),
+		skipped:      m.NewCounter("walshadow_decode_skipped_records_total", "reason"),
+		toastValues:  m.NewCounter("walshadow_decode_toast_values_total"),
+		toastOmits:   m.NewCounter("walshadow_decode_toast_unchanged_omitted_total"),
 	}
 }
 

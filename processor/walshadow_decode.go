@@ -109,8 +109,6 @@ func init() {
 			if err != nil || sess == nil {
 				return nil, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, label, err)
 			}
-			// Holds are released by this processor from now on.
-			sess.AttachProcessor()
 			opts := decode.TxOptions{MaxValueBytes: maxValue}
 			if toast == toastFail {
 				opts.ToastPolicy = decode.ToastFail
