@@ -237,21 +237,33 @@ func noTupleErr(lsn wal.LSN, r resolved, what string) error {
 	return fmt.Errorf("%s at LSN %s on relation %s carries no tuple data (only a full-page image): the source must run with wal_level = logical", what, lsn, relName(r.desc))
 }
 
+// insertTarget resolves the relation an INSERT or MULTI_INSERT writes: ok
+// false skips the record (counted), toast tells a TOAST relation's chunks
+// from a table's rows, and a decodable relation without tuple data is an
+// error.
+func (t *Tx) insertTarget(rel wal.RelFileNode, rec *wal.Record, deferCat, hasTuple bool, what string) (r resolved, toast, ok bool, err error) {
+	r, ok, err = t.resolve(rel, rec.LSN, deferCat)
+	if !ok || err != nil {
+		return r, false, false, err
+	}
+	table, toast := t.tableKind(r)
+	if !table && !toast {
+		return r, false, false, nil
+	}
+	if !hasTuple {
+		return r, toast, false, noTupleErr(rec.LSN, r, what)
+	}
+	return r, toast, true, nil
+}
+
 func (t *Tx) addInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowChange, error) {
 	ins := &t.ins
 	if err := ins.Decode(rec); err != nil {
 		return dst, err
 	}
-	r, ok, err := t.resolve(ins.Rel, rec.LSN, deferCat)
+	r, toast, ok, err := t.insertTarget(ins.Rel, rec, deferCat, ins.HasTuple, "INSERT")
 	if !ok || err != nil {
 		return dst, err
-	}
-	table, toast := t.tableKind(r)
-	if !table && !toast {
-		return dst, nil
-	}
-	if !ins.HasTuple {
-		return dst, noTupleErr(rec.LSN, r, "INSERT")
 	}
 	if toast {
 		return dst, t.addChunk(r.desc, ins.Tuple, rec.LSN)
@@ -291,16 +303,9 @@ func (t *Tx) addMultiInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]
 	if err := mi.Decode(rec); err != nil {
 		return dst, err
 	}
-	r, ok, err := t.resolve(mi.Rel, rec.LSN, deferCat)
+	r, toast, ok, err := t.insertTarget(mi.Rel, rec, deferCat, mi.HasTuples, "MULTI_INSERT")
 	if !ok || err != nil {
 		return dst, err
-	}
-	table, toast := t.tableKind(r)
-	if !table && !toast {
-		return dst, nil
-	}
-	if !mi.HasTuples {
-		return dst, noTupleErr(rec.LSN, r, "MULTI_INSERT")
 	}
 	it := mi.Tuples()
 	for it.Next(&t.mit) {
@@ -320,7 +325,7 @@ func (t *Tx) addMultiInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]
 	}
 	// COPY toasts a whole batch before logging its pages: the chunks of
 	// later records' tuples are already collected.
-	if table && mi.Flags&wal.XLHInsertLastInMulti != 0 {
+	if !toast && mi.Flags&wal.XLHInsertLastInMulti != 0 {
 		t.resetToast()
 	}
 	return dst, nil
