@@ -304,21 +304,29 @@ func TestDecodeRandomWorkloadMatchesSource(t *testing.T) {
 
 func buildStream(t *testing.T, yaml string, consumer *modelConsumer) *service.Stream {
 	t.Helper()
+	stream, err := newStream(yaml, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func newStream(yaml string, consumer *modelConsumer) (*service.Stream, error) {
 	b := service.NewStreamBuilder()
 	// The default schema knows no custom resources: the walshadow session
 	// would fail linting.
 	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
 	if err := b.SetYAML(yaml); err != nil {
-		t.Fatalf("pipeline config: %v\n%s", err, yaml)
+		return nil, fmt.Errorf("pipeline config: %w\n%s", err, yaml)
 	}
 	if err := b.AddBatchConsumerFunc(consumer.consume); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	stream, err := b.Build()
 	if err != nil {
-		t.Fatalf("building the stream: %v", err)
+		return nil, fmt.Errorf("building the stream: %w", err)
 	}
-	return stream
+	return stream, nil
 }
 
 func waitMarker(t *testing.T, c *modelConsumer, token string, runErr <-chan error, timeout time.Duration) {
@@ -346,31 +354,39 @@ func waitMarker(t *testing.T, c *modelConsumer, token string, runErr <-chan erro
 	}
 }
 
-// TestHelperStreamToJournal is not a test on its own: a kill/restart test
-// runs the test binary with -test.run=TestHelperStreamToJournal and
-// WALSHADOW_HELPER_CONFIG (a pipeline YAML as pipelineYAML writes) and
-// WALSHADOW_HELPER_JOURNAL set, SIGKILLs it mid-stream, starts it again, and
-// replays the journal (rowmodel.ReadJournal) into a model. Every batch is
-// in the journal before it is acknowledged.
-func TestHelperStreamToJournal(t *testing.T) {
+// TestMain runs the test binary as the kill/restart test's child pipeline
+// when WALSHADOW_HELPER_CONFIG (a pipeline YAML as pipelineYAML writes) and
+// WALSHADOW_HELPER_JOURNAL are set: the parent SIGKILLs it mid-stream,
+// starts it again, and replays the journal (rowmodel.ReadJournal) into a
+// model. Every batch is in the journal before it is acknowledged.
+func TestMain(m *testing.M) {
 	config, journal := os.Getenv("WALSHADOW_HELPER_CONFIG"), os.Getenv("WALSHADOW_HELPER_JOURNAL")
 	if config == "" || journal == "" {
-		t.Skip("helper process for kill/restart tests; set WALSHADOW_HELPER_CONFIG and WALSHADOW_HELPER_JOURNAL")
+		os.Exit(m.Run())
 	}
+	if err := streamToJournal(config, journal); err != nil {
+		fmt.Fprintln(os.Stderr, "walshadow helper pipeline:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// streamToJournal runs the pipeline in config until it is killed (or fails).
+func streamToJournal(config, journal string) error {
 	yaml, err := os.ReadFile(config)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	j, err := rowmodel.OpenJournal(journal)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer j.Close()
 	consumer := newModelConsumer(j)
 	consumer.model = nil // the parent replays the journal
-	stream := buildStream(t, string(yaml), consumer)
-	// Runs until killed (or the stream fails).
-	if err := stream.Run(context.Background()); err != nil {
-		t.Fatal(err)
+	stream, err := newStream(string(yaml), consumer)
+	if err != nil {
+		return err
 	}
+	return stream.Run(context.Background())
 }

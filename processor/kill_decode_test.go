@@ -26,7 +26,7 @@ import (
 )
 
 // Kill/restart acceptance: the pipeline runs in a child process (the test
-// binary in TestHelperStreamToJournal mode) that journals every batch before
+// binary in its TestMain helper mode) that journals every batch before
 // acknowledging it; the parent SIGKILLs and restarts it at seeded random
 // moments while the random workload runs, then replays the journal and
 // compares with the source.
@@ -111,7 +111,7 @@ func (h *helperRunner) start(run int) (*helperProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log of run %d: %w", run, err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStreamToJournal$", "-test.count=1", "-test.v")
+	cmd := exec.Command(os.Args[0]) // TestMain runs the helper pipeline
 	cmd.Env = append(os.Environ(), "WALSHADOW_HELPER_CONFIG="+h.config, "WALSHADOW_HELPER_JOURNAL="+h.journal)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
