@@ -114,10 +114,6 @@ type TxStats struct {
 	SkippedRetired    int64 // filenode already rotated away at the record
 	SkippedDropped    int64 // relation dropped or rotated away by commit
 	SkippedKind       int64 // relations that are neither tables nor TOAST (matviews)
-	// RacedCatalogChange: records of a transaction that committed while a
-	// catalog change of their relation was in progress, decoded with the
-	// shape before that change.
-	RacedCatalogChange int64
 
 	ToastChunks        int64 // chunks collected
 	ToastValues        int64 // external values reassembled

@@ -134,38 +134,7 @@ func (t *Tx) resolve(rfn wal.RelFileNode, lsn wal.LSN, deferCat bool) (resolved,
 		}
 	}
 	at := t.cat.DescriptorAt(rfn, t.commit.NextLSN)
-	if r, ok := t.raced(rfn, at); ok {
-		return r, true, nil
-	}
 	return t.atCommit(at, rfn, 0, lsn, fmt.Sprintf("filenode %s", rfn))
-}
-
-// capturedByCatalog is the optional lookup for transactions that raced a
-// catalog change (*desclog.Log has it).
-type capturedByCatalog interface {
-	DescriptorCapturedBy(rfn wal.RelFileNode, capturedThrough wal.LSN) desclog.Lookup
-}
-
-// raced resolves a transaction that committed inside the ambiguity interval
-// of another transaction's catalog change on the same relation. That change
-// holds a lock excluding the relation's writers from the moment it mutates
-// the shape until its commit (Through), so every row of a writer that
-// committed before Through predates the change: it decodes with the shape
-// the log held for the relation as of this commit, before the change's
-// capture.
-func (t *Tx) raced(rfn wal.RelFileNode, at desclog.Lookup) (resolved, bool) {
-	if at.Result != desclog.Ambiguous || at.Interval.Through <= t.commit.NextLSN {
-		return resolved{}, false
-	}
-	cb, ok := t.cat.(capturedByCatalog)
-	if !ok {
-		return resolved{}, false
-	}
-	if lk := cb.DescriptorCapturedBy(rfn, t.commit.NextLSN); lk.Result == desclog.Present {
-		t.stats.RacedCatalogChange++
-		return resolved{lk.Desc, lk.ValidFrom}, true
-	}
-	return resolved{}, false
 }
 
 // resolveOid is resolve for records naming a relation by oid (TRUNCATE).
@@ -198,9 +167,6 @@ func (t *Tx) atCommit(at desclog.Lookup, rfn wal.RelFileNode, oid uint32, lsn wa
 		}
 		for _, a := range t.cat.AmbiguitiesIntersecting(rfn, oid, lsn, t.commit.NextLSN) {
 			if a.Contains(lsn) {
-				if r, ok := t.raced(rfn, desclog.Lookup{Result: desclog.Ambiguous, Interval: a}); ok && rfn != (wal.RelFileNode{}) {
-					return r, true, nil
-				}
 				return resolved{}, false, fmt.Errorf("record at LSN %s on %s (relation %s): no provable shape, the descriptor log's interval %s covers it",
 					lsn, what, relName(at.Desc), a)
 			}

@@ -42,15 +42,6 @@ func toastDesc() *desclog.Descriptor {
 type scriptCatalog struct {
 	*fakeCatalog
 	at map[wal.LSN]desclog.Lookup
-	// captured answers DescriptorCapturedBy (NotCovered when nil).
-	captured *desclog.Lookup
-}
-
-func (c *scriptCatalog) DescriptorCapturedBy(rfn wal.RelFileNode, capturedThrough wal.LSN) desclog.Lookup {
-	if c.captured != nil && capturedThrough == commitNext {
-		return *c.captured
-	}
-	return desclog.Lookup{Result: desclog.NotCovered}
 }
 
 func (c *scriptCatalog) DescriptorAt(rfn wal.RelFileNode, lsn wal.LSN) desclog.Lookup {
@@ -385,7 +376,6 @@ func TestTxResolution(t *testing.T) {
 		wantCols      int
 		wantErr       string
 		wantSkipField func(TxStats) int64
-		captured      *desclog.Lookup
 	}{
 		{name: "present", atRecord: desclog.Lookup{Result: desclog.Present, Desc: d}, wantRows: 1, wantCols: 3},
 		{name: "deferred uses the commit's shape", atRecord: desclog.Lookup{Result: desclog.Present, Desc: d}, deferCat: true,
@@ -402,16 +392,6 @@ func TestTxResolution(t *testing.T) {
 			atCommit: &desclog.Lookup{Result: desclog.Present, Desc: committed},
 			amb:      []desclog.Ambiguity{{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x800, Through: 0x2000}},
 			wantErr:  "no provable shape"},
-		{name: "raced a catalog change committing later", atRecord: desclog.Lookup{Result: desclog.Ambiguous},
-			atCommit: &desclog.Lookup{Result: desclog.Ambiguous, Interval: desclog.Ambiguity{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x800, Through: commitNext + 0x100}},
-			captured: &desclog.Lookup{Result: desclog.Present, Desc: d}, wantRows: 1, wantCols: 3},
-		{name: "raced, fenced by the log at the commit", atRecord: desclog.Lookup{Result: desclog.Present, Desc: d}, deferCat: true,
-			atCommit: &desclog.Lookup{Result: desclog.Present, Desc: committed},
-			amb:      []desclog.Ambiguity{{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x800, Through: commitNext + 0x100}},
-			captured: &desclog.Lookup{Result: desclog.Present, Desc: d}, wantRows: 1, wantCols: 3},
-		{name: "raced, nothing captured before", atRecord: desclog.Lookup{Result: desclog.Ambiguous},
-			atCommit: &desclog.Lookup{Result: desclog.Ambiguous, Interval: desclog.Ambiguity{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x800, Through: commitNext + 0x100}},
-			wantErr:  "answers ambiguous"},
 		{name: "ambiguous, interval elsewhere", atRecord: desclog.Lookup{Result: desclog.Ambiguous},
 			atCommit: &desclog.Lookup{Result: desclog.Present, Desc: committed},
 			amb:      []desclog.Ambiguity{{Scope: desclog.ScopeRfn, Rfn: mainRfn, From: 0x1800, Through: 0x2000}},
@@ -425,7 +405,6 @@ func TestTxResolution(t *testing.T) {
 				cat.at[commitNext] = *c.atCommit
 			}
 			cat.amb = c.amb
-			cat.captured = c.captured
 			rows, err := tx.Add(nil, ins(t, 0x1000), c.deferCat)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "0/00001000") {
@@ -509,4 +488,48 @@ func FuzzTxAdd(f *testing.F) {
 		}
 		_, _ = tx.Finish(nil)
 	})
+}
+
+// TestTxRacedCatalogChangeAsOf: a writer that committed while another
+// transaction was changing its relation's layout in place decodes with the
+// shape before that change when it reads the log as of its own commit (what
+// the processor does), although the change's capture fences the writer's
+// record; against the whole log, without a horizon, it fails closed.
+func TestTxRacedCatalogChangeAsOf(t *testing.T) {
+	log, err := desclog.Open(t.TempDir(), desclog.Identity{PGMajor: 15, SystemID: 1, Timeline: 1, DbOid: testDB, SegmentSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	if _, err := log.Seed(0x1000, 0x800, []desclog.Descriptor{*mainDesc()}); err != nil {
+		t.Fatal(err)
+	}
+	// The change: column n's type changes in place (no rewrite); its tree
+	// first touched the catalogs at 0x2000 and committed after the writer.
+	retyped := mainDesc()
+	retyped.Columns[2].TypeOid = OidFloat8
+	b, _, err := desclog.Capture(log, desclog.BoundaryInput{NextLSN: commitNext + 0x100, DrainXID: 900,
+		AffectedOids: []uint32{retyped.Oid}, FirstCatalogTouch: 0x2000}, []desclog.Descriptor{*retyped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	if lk := log.DescriptorAt(mainRfn, 0x3000); lk.Result != desclog.Ambiguous {
+		t.Fatalf("the change does not fence the writer's record: %+v", lk)
+	}
+	c := Commit{TopXID: 777, LSN: commitNext - 0x20, NextLSN: commitNext, DbOid: testDB}
+	rec := insertRecord(t, 0x3000, mainRfn, 1, 0, itemTuple(1, short("a"), 7))
+
+	rows, err := NewTx(log.AsOf(commitNext), c, TxOptions{}).Add(nil, rec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || len(rows[0].Fields) != 3 || rows[0].Fields[2].Col.TypeOid != OidInt8 || rows[0].Fields[2].Value != int64(7) {
+		t.Fatalf("as of the writer's commit: %+v", rows)
+	}
+	if _, err := NewTx(log, c, TxOptions{}).Add(nil, rec, false); err == nil || !strings.Contains(err.Error(), "0/00003000") {
+		t.Fatalf("against the whole log: %v, want a fail-closed error naming the record", err)
+	}
 }

@@ -405,21 +405,6 @@ func (l *Log) PresentBefore(oid uint32, lsn wal.LSN) (*Descriptor, wal.LSN, bool
 	return ce.desc, ce.validFrom, ok
 }
 
-// DescriptorCapturedBy answers for rfn as the log stood once every boundary
-// captured at or before capturedThrough was applied, ignoring later
-// captures (whose valid_from may be biased to before capturedThrough) and
-// ambiguity intervals. It is the shape a transaction committing at
-// capturedThrough wrote with when a later catalog change of the relation
-// was in progress: that change holds a lock excluding the relation's writers
-// until its commit, so such a transaction's rows all precede it.
-func (l *Log) DescriptorCapturedBy(rfn wal.RelFileNode, capturedThrough wal.LSN) Lookup {
-	c, _ := l.snap.Load().byRfn.get(rfnHash(rfn), rfn)
-	ce, ok := c.before(capturedThrough + 1)
-	r := lookupOf(ce, ok)
-	l.stats.lookups[r.Result].Add(1)
-	return r
-}
-
 // PresentBeforeRfn is PresentBefore on the rfn chain: the last shape stored
 // in a filenode before lsn, for callers whose filenode the same commit
 // retired.
@@ -462,10 +447,6 @@ func (v AsOfView) DescriptorByOidInDBAt(db, oid uint32, lsn wal.LSN) Lookup {
 
 func (v AsOfView) AmbiguitiesIntersecting(rfn wal.RelFileNode, oid uint32, from, to wal.LSN) []Ambiguity {
 	return v.l.AmbiguitiesIntersectingAsOf(rfn, oid, from, to, v.horizon)
-}
-
-func (v AsOfView) DescriptorCapturedBy(rfn wal.RelFileNode, capturedThrough wal.LSN) Lookup {
-	return v.l.DescriptorCapturedBy(rfn, min(capturedThrough, v.horizon))
 }
 
 // BatchAt returns the stored batch captured at a boundary's next_lsn.
