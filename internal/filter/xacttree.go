@@ -90,9 +90,14 @@ func (t *xactTrees) link(sub, top uint32) {
 	r.dirtyCount += s.dirtyCount
 	r.rewriteCount += s.rewriteCount
 	for _, c := range s.subs {
-		if cs := t.m[c]; cs != nil {
-			cs.top = top
+		cs := t.m[c]
+		if cs == nil || cs.top != sub {
+			// Gone (aborted or pruned) or re-born with state of its own:
+			// no longer a member of sub's tree, so it must not follow it
+			// (re-pointing a re-born top at itself would corrupt the tree).
+			continue
 		}
+		cs.top = top
 		r.subs = append(r.subs, c)
 	}
 	s.subs, s.dirtyCount, s.rewriteCount = nil, 0, 0
@@ -171,7 +176,13 @@ func (t *xactTrees) collect(members []uint32, xid uint32, extra wal.XIDList) []u
 		}
 		members = append(members, x)
 		if s := t.m[x]; s != nil {
-			members = append(members, s.subs...)
+			for _, c := range s.subs {
+				// A lingering link whose xid has state under another root
+				// (re-born after an abort) is not a member any more.
+				if cs := t.m[c]; cs == nil || cs.top == x {
+					members = append(members, c)
+				}
+			}
 		}
 	}
 	add(xid)

@@ -403,3 +403,30 @@ func TestLateLinkThenAbort(t *testing.T) {
 		t.Fatalf("boundary %+v", d.Boundary)
 	}
 }
+
+// TestRelinkAfterAbortedSubxactReborn is the fuzzer's finding (CI, FuzzDecide
+// 421664b7b7ff8914): 701 linked under 700, aborted (its state gone, the link
+// lingering in 700's list), then re-born as a root of its own; linking 700
+// under 701 then pointed 701 at itself and gave it root counts as a subxact.
+func TestRelinkAfterAbortedSubxactReborn(t *testing.T) {
+	var tr xactTrees
+	tr.link(701, 700)
+	tr.dirty(700, 0x100)
+	tr.abort(701, wal.XIDList{}, nil)
+	tr.dirty(701, 0x200)
+	tr.link(700, 701)
+	if err := tr.checkCounts(); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.m[701]; s.top != 0 || s.dirtyCount != 2 {
+		t.Fatalf("701 should be the root with both dirty members, got %+v", *s)
+	}
+	if s := tr.m[700]; s.top != 701 {
+		t.Fatalf("700 should hang under 701, got %+v", *s)
+	}
+	var agg treeAggregate
+	tr.drain(701, wal.XIDList{}, &agg)
+	if !agg.dirty || agg.firstTouch != 0x100 || tr.size() != 0 {
+		t.Fatalf("drain: %+v, %d xids left", agg, tr.size())
+	}
+}
