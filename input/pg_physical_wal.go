@@ -133,9 +133,11 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	if err != nil || in.sess == nil {
 		return nil, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, label, err)
 	}
-	// A nacked batch is delivered again, in order, until it is acknowledged:
-	// the resume floor stays at it meanwhile, so nothing past it is lost.
-	return service.AutoRetryNacksBatched(in), nil
+	// A nacked batch is not delivered again as it was: the session restarts
+	// from its durable resume point (nothing past the resume floor is lost)
+	// and streams it again in a new run, decoder state rebuilt. Replaying
+	// the same batch instead would meet a decoder that has moved past it.
+	return in, nil
 }
 
 func (in *physicalWALInput) Connect(ctx context.Context) error {
@@ -182,12 +184,16 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		}
 		msgs = append(msgs, m)
 	}
-	// Wrapped in AutoRetryNacksBatched, this is called once the batch has
-	// been delivered.
 	return msgs, func(ctx context.Context, err error) error {
-		if err == nil {
-			in.sess.Ack(b)
+		if err != nil {
+			// A nack of an older run's batch is moot: that run already
+			// stopped and its successor re-streams what the batch held.
+			if b.Epoch == in.sess.Epoch() {
+				in.sess.Fail(fmt.Errorf("batch %d of run %d was not delivered: %w; restarting the session from its resume point", b.Seq, b.Epoch, err))
+			}
+			return nil
 		}
+		in.sess.Ack(b)
 		return nil
 	}, nil
 }

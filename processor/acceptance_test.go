@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,41 +116,8 @@ func (c *modelConsumer) errors() []error {
 	return append([]error(nil), c.errs...)
 }
 
-// buildPgext builds the shadow's bridge module into a directory the
-// shadow's OS user can read.
-func buildPgext(t *testing.T, pgBinDir string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "walshadow-pgext-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	src := filepath.Join("..", "pgext")
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if n := e.Name(); n == "Makefile" || strings.HasSuffix(n, ".c") || strings.HasSuffix(n, ".h") {
-			b, err := os.ReadFile(filepath.Join(src, n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	out, err := exec.Command("make", "-C", dir, "PG_CONFIG="+filepath.Join(pgBinDir, "pg_config")).CombinedOutput()
-	if err != nil {
-		if testrig.InCI() {
-			t.Fatalf("building pgext: %v\n%s", err, out)
-		}
-		t.Skipf("cannot build pgext (install postgresql-server-dev-15, make, gcc): %v\n%s", err, out)
-	}
-	return dir
-}
+// buildPgext builds the shadow's bridge module (testrig.BuildPgext).
+func buildPgext(t *testing.T, pgBinDir string) string { return testrig.BuildPgext(t, pgBinDir) }
 
 // pipelineYAML is the stream under test: the session, the input, the
 // decoding processor. The test's consumer is added beside the drop output
@@ -184,67 +147,14 @@ output:
 `, src.DSN(), stateDir, slot, src.BinDir(), testrig.ServerOSUser(), shadowPort, bridgeDir)
 }
 
-// newStateDir makes a state directory the shadow's OS user can traverse and
-// stops the shadow postmaster (which outlives a stopped or killed stream)
-// when the test ends.
-func newStateDir(t testing.TB, src *testrig.Postgres) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "walshadow-accept-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o711)
-	t.Cleanup(func() {
-		shadow := filepath.Join(dir, "shadow")
-		args := []string{filepath.Join(src.BinDir(), "pg_ctl"), "-D", shadow, "-m", "immediate", "stop"}
-		var cmd *exec.Cmd
-		if os.Geteuid() == 0 {
-			cmd = exec.Command("runuser", append([]string{"-u", testrig.ServerOSUser(), "--"}, args...)...)
-		} else {
-			cmd = exec.Command(args[0], args[1:]...)
-		}
-		cmd.Run()
-		if !t.Failed() {
-			os.RemoveAll(dir)
-		} else {
-			t.Logf("kept state dir %s", dir)
-		}
-	})
-	return dir
-}
+// newStateDir is testrig.NewStateDir.
+func newStateDir(t testing.TB, src *testrig.Postgres) string { return testrig.NewStateDir(t, src) }
 
-func testSeed(t *testing.T) int64 {
-	t.Helper()
-	seed := time.Now().UnixNano() % 1_000_000
-	if s := os.Getenv("WALSHADOW_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("WALSHADOW_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (rerun with WALSHADOW_SEED=%d)", seed, seed)
-	return seed
-}
+func testSeed(t *testing.T) int64 { return testrig.TestSeed(t) }
 
-// waitSlotActive waits until the session streams from its slot, so what the
-// test does next is in the stream.
+// waitSlotActive is testrig.WaitSlotActive.
 func waitSlotActive(t *testing.T, src *testrig.Postgres, slot string, runErr <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if src.QueryInt(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 1 {
-			return
-		}
-		select {
-		case err := <-runErr:
-			t.Fatalf("the stream stopped before streaming: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %s not active after 2 minutes", slot)
-		}
-	}
+	testrig.WaitSlotActive(t, src, slot, runErr)
 }
 
 // TestDecodeRandomWorkloadMatchesSource streams a randomized workload over

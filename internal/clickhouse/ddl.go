@@ -250,6 +250,15 @@ func DropColumn(d Dialect, target Target, name string) (sql string, mustCheckExi
 	return "ALTER TABLE " + QuoteQualified(target) + " DROP COLUMN " + ifExists + QuoteIdent(name), !d.IfNotExistsColumns, nil
 }
 
+// RenameTable renders RENAME TABLE, which moves a table between databases
+// too (18.16 accepts it for ordinary databases).
+func RenameTable(from, to Target) (string, error) {
+	if err := to.Validate(QuoteQualified(from)); err != nil {
+		return "", err
+	}
+	return "RENAME TABLE " + QuoteQualified(from) + " TO " + QuoteQualified(to), nil
+}
+
 // TruncateTable renders TRUNCATE TABLE IF EXISTS (18.16 accepts it).
 func TruncateTable(target Target) string { return "TRUNCATE TABLE IF EXISTS " + QuoteQualified(target) }
 

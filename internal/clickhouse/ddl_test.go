@@ -248,3 +248,14 @@ func BenchmarkQuoteIdent(b *testing.B) {
 		_ = QuoteIdent(name)
 	}
 }
+
+func TestRenameTable(t *testing.T) {
+	from, to := Target{Database: "db", Table: "public.a`b"}, Target{Database: "other", Table: "public.c"}
+	got, err := RenameTable(from, to)
+	if want := "RENAME TABLE `db`.`public.a\\`b` TO `other`.`public.c`"; err != nil || got != want {
+		t.Errorf("RenameTable = %q, %v; want %q", got, err, want)
+	}
+	if _, err := RenameTable(from, Target{Database: "db", Table: ""}); err == nil || !strings.Contains(err.Error(), "target table") {
+		t.Errorf("renaming to an empty name: %v", err)
+	}
+}

@@ -1,7 +1,9 @@
 // Package clickhouse renders what the ClickHouse output sends to the
 // server: per-version dialects, identifier and literal quoting, the type
-// map from PostgreSQL columns and DDL. It is pure (strings in, strings out);
-// the connection lives elsewhere.
+// map from PostgreSQL columns and DDL (pure: strings in, strings out); it
+// converts decoded values to what clickhouse-go inserts (ConvertValue) and
+// holds the native-protocol connection (Conn: Open, Insert, LookupLatest,
+// Table, InsertRetrying).
 //
 // # Dialects
 //
@@ -37,7 +39,7 @@
 //	numeric, s<0 or s>p, unconstrained String                   String
 //	uuid                               UUID                     UUID
 //	bytea                              String (raw bytes)       String (raw bytes)
-//	date                               Date                     Date32
+//	date                               Int32 (days since 1970)  Date32
 //	timestamp, timestamptz             Int64 (µs since epoch)   DateTime64(6, 'UTC')
 //	text, varchar, bpchar, name,       String                   String
 //	"char", json, jsonb, time, timetz,
@@ -48,17 +50,38 @@
 //	enum, range, multirange, composite,
 //	extension and unknown types        String (PostgreSQL text output)
 //
-// Values a mapped type cannot hold fail closed at insert (the output checks
-// and refuses, never wraps or rounds): numeric NaN/±Infinity in Decimal;
-// dates and timestamps outside Dialect.DateRange (Date on 18.16:
-// 1970-01-01..2105-12-31; Date32/DateTime64 on >= 22.8:
-// 1900-01-01..2299-12-31); ±infinity and BC timestamps; Int64 µs past year
-// 294246; multi-dimensional arrays and arrays with a lower bound other
-// than 1.
+// Values a mapped type cannot hold fail closed at insert (ConvertValue
+// checks and refuses, never wraps or rounds): numeric NaN/±Infinity and
+// digits beyond the precision or scale in Decimal; dates and timestamps
+// outside Date32/DateTime64's 1900-01-01..2299-12-31 (the range of >= 22.8;
+// a Date column an override asks for holds 1970-01-01..2105-12-31);
+// ±infinity and BC values in Date32 and DateTime64; Int64 µs past
+// 294247-01-10; multi-dimensional arrays and arrays with a lower bound
+// other than 1.
+//
+// Dates on servers without Date32 are Int32 days since 1970-01-01: every
+// PostgreSQL date (4714-11-24 BC .. 5874897-12-31) fits, and -infinity and
+// infinity are math.MinInt32 and math.MaxInt32, the values PostgreSQL
+// itself stores for them. Date would hold only 1970..2105.
 //
 // Timestamps on servers without DateTime64 are Int64 microseconds since
 // 1970-01-01 00:00:00 UTC (timestamp is read as UTC): lossless to the
 // microsecond, ordered and arithmetic, unlike DateTime (seconds) or String.
+// BC and years past 9999 are included; -infinity and infinity are
+// math.MinInt64 and math.MaxInt64 (PostgreSQL's own sentinels too).
+//
+// # Values
+//
+// ConvertValue takes what walshadow_decode puts in a row payload (nil,
+// bool, int64, float64 or "NaN"/"Infinity"/"-Infinity", json.Number,
+// []byte, time.Time in UTC, and PostgreSQL's text output for the rest:
+// arrays, uuids, out-of-range dates and timestamps) plus what a Benthos
+// mapping may leave (other integer widths, float32, numbers and booleans
+// as strings) and returns the Go type clickhouse-go appends for the
+// column: int16/int32/int64, uint8/uint32/uint64, float32/float64,
+// decimal.Decimal, string (UUIDs too), bool, time.Time, and []*T for
+// Array(Nullable(T)). Nullable columns take nil or the plain value. Zero
+// fills a tombstone: NULL where Nullable, the type's zero value otherwise.
 //
 // Nullable arrays are String because ClickHouse has no Nullable(Array): a
 // NULL would read back as [] and merge with the empty array.

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -100,13 +101,24 @@ func DefaultLiteral(d Dialect, t ColumnType, text string) (string, error) {
 			return "", err
 		}
 		return cast(text), nil
-	case ReprDateTime64, ReprUnixMicros:
+	case ReprUnixDays:
+		days, err := pgDateDays(text)
+		if err != nil {
+			return "", fmt.Errorf("date default %q: %w", text, err)
+		}
+		return strconv.FormatInt(int64(days), 10), nil
+	case ReprUnixMicros:
+		// The same value the output writes: BC, years past 9999 and the
+		// ±infinity sentinels included.
+		us, err := pgTimestampMicros(text)
+		if err != nil {
+			return "", fmt.Errorf("timestamp default %q: %w", text, err)
+		}
+		return cast(strconv.FormatInt(us, 10)), nil
+	case ReprDateTime64:
 		ts, err := parseTimestampText(text)
 		if err != nil {
 			return "", err
-		}
-		if t.Repr == ReprUnixMicros {
-			return cast(strconv.FormatInt(ts.UnixMicro(), 10)), nil
 		}
 		if err := checkDateRange(d, ts, t.Type); err != nil {
 			return "", err
@@ -136,9 +148,16 @@ func floatLiteral(t ColumnType, text string) (string, error) {
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 			return "", fmt.Errorf("float default %q is not a %s", text, t.Type)
 		}
-		// Shortest text that round-trips at the column's width: ClickHouse
-		// parses it back to the same bits.
-		canonical = strconv.FormatFloat(f, 'g', -1, bits)
+		// The exact bits, little-endian: ClickHouse's float parsing is
+		// not correctly rounded (18.16 reads 2.7626714238267354e-104 as
+		// ...357e-104), so a decimal literal could change the value.
+		var buf [8]byte
+		if bits == 32 {
+			binary.LittleEndian.PutUint32(buf[:4], math.Float32bits(float32(f)))
+			return "reinterpretAsFloat32(unhex('" + strings.ToUpper(hex.EncodeToString(buf[:4])) + "'))", nil
+		}
+		binary.LittleEndian.PutUint64(buf[:], math.Float64bits(f))
+		return "reinterpretAsFloat64(unhex('" + strings.ToUpper(hex.EncodeToString(buf[:])) + "'))", nil
 	}
 	return "CAST(" + QuoteString(canonical) + " AS " + t.Type + ")", nil
 }

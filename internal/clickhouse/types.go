@@ -63,8 +63,8 @@ const (
 	ReprDecimal
 	// ReprUUID: UUID.
 	ReprUUID
-	// ReprDate: Date32, or Date without it; dates outside the type's range
-	// (DateRange) fail closed at insert.
+	// ReprDate: Date32 (or a Date chosen by an override); dates outside
+	// the type's range fail closed at insert.
 	ReprDate
 	// ReprDateTime64: DateTime64(6,'UTC'); outside DateRange fails closed.
 	ReprDateTime64
@@ -75,6 +75,12 @@ const (
 	// ReprArray: Array(Nullable(elem)) of one-dimensional arrays with
 	// lower bound 1; other arrays fail closed at insert.
 	ReprArray
+	// ReprUnixDays: Int32 days since 1970-01-01, the lossless date of
+	// servers without Date32 (Date holds only 1970..2105): every
+	// PostgreSQL date fits, -infinity and infinity are math.MinInt32 and
+	// math.MaxInt32 (UnixDaysMinusInfinity, UnixDaysInfinity), as
+	// PostgreSQL stores them.
+	ReprUnixDays
 )
 
 // ColumnType is the ClickHouse type of one source column, without the
@@ -182,7 +188,8 @@ func mapOid(d Dialect, oid uint32, typmod int32) ColumnType {
 		if d.Date32 {
 			return ColumnType{Type: "Date32", Repr: ReprDate}
 		}
-		return ColumnType{Type: "Date", Repr: ReprDate}
+		// Date would refuse everything before 1970 and after 2105.
+		return ColumnType{Type: "Int32", Repr: ReprUnixDays}
 	case oidTimestamp, oidTimestamptz:
 		if d.DateTime64 {
 			return ColumnType{Type: "DateTime64(6, 'UTC')", Repr: ReprDateTime64}
@@ -226,7 +233,9 @@ func NumericTypmod(precision, scale int) int32 {
 // DateRange is the inclusive range of calendar dates ReprDate and
 // ReprDateTime64 columns can hold on d, as "YYYY-MM-DD" (the output
 // refuses values outside it rather than letting ClickHouse wrap them).
-// Date on 18.16 is UInt16 days since 1970 but its functions stop at 2105.
+// Without Date32 it is Date's range (UInt16 days since 1970, functions stop
+// at 2105); the type map uses ReprUnixDays there, so only an override
+// produces such a Date column.
 func (d Dialect) DateRange() (first, last string) {
 	switch {
 	case !d.Date32:

@@ -40,7 +40,7 @@ func TestMapColumn(t *testing.T) {
 		{"numeric", base(oidNumeric, -1, "numeric"), "String", "String", ReprString},
 		{"uuid", base(oidUUID, -1, "uuid"), "UUID", "UUID", ReprUUID},
 		{"bytea", base(oidBytea, -1, "bytea"), "String", "String", ReprBytes},
-		{"date", base(oidDate, -1, "date"), "Date", "Date32", ReprDate},
+		{"date", base(oidDate, -1, "date"), "Int32", "Date32", ReprDate},
 		{"timestamp", base(oidTimestamp, -1, "timestamp without time zone"), "Int64", "DateTime64(6, 'UTC')", ReprDateTime64},
 		{"timestamptz", base(oidTimestamptz, 3, "timestamp(3) with time zone"), "Int64", "DateTime64(6, 'UTC')", ReprDateTime64},
 		{"text", base(oidText, -1, "text"), "String", "String", ReprString},
@@ -83,6 +83,16 @@ func TestMapColumn(t *testing.T) {
 				t.Errorf("Modern: %s repr %d (%s), want %s repr %d", got.Type, got.Repr, got.Reason, tc.modern, tc.repr)
 			}
 		})
+	}
+}
+
+func TestMapColumnLegacyDate(t *testing.T) {
+	// Date holds only 1970..2105: legacy dates are Int32 days, lossless.
+	if got := MapColumn(Legacy1816, base(oidDate, -1, "date"), false); got.Type != "Int32" || got.Repr != ReprUnixDays {
+		t.Errorf("legacy date: %+v", got)
+	}
+	if got := MapColumn(Legacy1816, array(oidDate, -1, "date[]", true), false); got.Type != "Array(Nullable(Int32))" || got.Elem.Repr != ReprUnixDays {
+		t.Errorf("legacy date[]: %+v", got)
 	}
 }
 

@@ -730,3 +730,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.stopLocked()
 	return nil
 }
+
+// StateDir is the session's state directory (components keep their own
+// state beside the session's, e.g. the ClickHouse output's agreed shapes).
+func (s *Session) StateDir() string { return s.cfg.StateDir }

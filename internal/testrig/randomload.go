@@ -37,6 +37,11 @@ type RandomLoadOptions struct {
 	// TwoPhase adds PREPARE TRANSACTION + COMMIT/ROLLBACK PREPARED; the
 	// server needs WithMaxPreparedTransactions.
 	TwoPhase bool
+	// NoFarFutureTimestamps replaces PostgreSQL's largest timestamp
+	// (294276-12-31) with 294246-01-01: the last years of PostgreSQL's range
+	// lie past Int64 microseconds since 1970, which the ClickHouse output
+	// refuses on servers without DateTime64.
+	NoFarFutureTimestamps bool
 }
 
 // RandomLoadStats counts what RunRandomLoad did.

@@ -51,7 +51,7 @@ func (c *rlClient) ddl(ctx context.Context, op string) error {
 		if op == "ddl_add_column_default" {
 			// A constant default: old rows read it from attmissingval,
 			// nothing is rewritten.
-			text, _ := typ.gen(c.r)
+			text, _ := c.gen(typ.gen)
 			sql += " DEFAULT " + sqlLiteral(text, false, typ.sqlType)
 		}
 		apply = func() {

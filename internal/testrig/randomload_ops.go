@@ -174,7 +174,7 @@ func (c *rlClient) someRid(t *rlTable) int64 {
 func (c *rlClient) rowValues(t *rlTable) []string {
 	vals := make([]string, len(t.cols))
 	for i, col := range t.cols {
-		text, null := col.gen(c.r)
+		text, null := c.gen(col.gen)
 		vals[i] = sqlLiteral(text, null, col.sqlType)
 	}
 	return vals
@@ -208,12 +208,12 @@ func (c *rlClient) updateSQL(t *rlTable) string {
 		if (col.big && c.r.Intn(4) != 0) || c.r.Intn(2) == 0 {
 			continue
 		}
-		text, null := col.gen(c.r)
+		text, null := c.gen(col.gen)
 		sets = append(sets, pgx.Identifier{col.name}.Sanitize()+" = "+sqlLiteral(text, null, col.sqlType))
 	}
 	if len(sets) == 0 {
 		col := t.cols[0]
-		text, null := col.gen(c.r)
+		text, null := c.gen(col.gen)
 		sets = append(sets, pgx.Identifier{col.name}.Sanitize()+" = "+sqlLiteral(text, null, col.sqlType))
 	}
 	return fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.name, strings.Join(sets, ", "), t.where(c.someRid(t)))
@@ -231,7 +231,7 @@ func (c *rlClient) updateKeySQL(t *rlTable) string {
 	}
 	for _, col := range t.cols {
 		if col.big || c.r.Intn(3) == 0 {
-			text, null := col.gen(c.r)
+			text, null := c.gen(col.gen)
 			sets = append(sets, pgx.Identifier{col.name}.Sanitize()+" = "+sqlLiteral(text, null, col.sqlType))
 		}
 	}
@@ -407,7 +407,7 @@ func (c *rlClient) copy(ctx context.Context, t *rlTable, rows int) error {
 			fields = append(fields, strconv.FormatInt(rid%5, 10), uuidFor(rid))
 		}
 		for _, col := range t.cols {
-			fields = append(fields, copyField(col.gen(c.r)))
+			fields = append(fields, copyField(c.gen(col.gen)))
 		}
 		b.WriteString(strings.Join(fields, "\t"))
 		b.WriteByte('\n')
@@ -418,4 +418,13 @@ func (c *rlClient) copy(ctx context.Context, t *rlTable, rows int) error {
 		c.stats.Committed++
 	}
 	return c.classify(err, sql)
+}
+
+// gen draws a value, applying the options that restrict values.
+func (c *rlClient) gen(g valueGen) (string, bool) {
+	text, null := g(c.r)
+	if c.opt.NoFarFutureTimestamps && strings.HasPrefix(text, "294276-") {
+		text = "294246-01-01 00:00:00"
+	}
+	return text, null
 }

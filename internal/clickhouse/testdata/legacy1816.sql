@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type`
     `c_numeric` Nullable(String),
     `c_uuid` Nullable(UUID),
     `c_bytea` Nullable(String),
-    `c_date` Nullable(Date),
+    `c_date` Nullable(Int32),
     `c_timestamp_without_time_zone` Nullable(Int64),
     `c_timestamp_with_time_zone` Int64,
     `c_text` Nullable(String),
@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type`
     `c_numeric_10_2_arr` Array(Nullable(Decimal(10, 2))),
     `c_timestamp_with_time_zone_arr` Array(Nullable(Int64)),
     `c_uuid_arr` Array(Nullable(UUID)),
-    `c_date_arr` Array(Nullable(Date)),
+    `c_date_arr` Array(Nullable(Int32)),
     `c_boolean_arr` Array(Nullable(UInt8)),
     `c_bigint_arr_nullable` Nullable(String),
     `c_posint` Nullable(Int32),
@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble`
 (
     `k\`1` Int32,
     `k.2` String,
-    `créé` Date,
+    `créé` Int32,
     `_lsn` UInt64,
     `_xid` UInt32,
     `_commit_ts_us` UInt64,
@@ -96,7 +96,7 @@ ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `seen_at` Int64 DEFAULT C
 ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `flag` UInt8 DEFAULT CAST(1 AS UInt8);
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `born` Nullable(Date) DEFAULT CAST('2001-02-03' AS Date);
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `born` Nullable(Int32) DEFAULT 11356;
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `blob` Nullable(String) DEFAULT '\x00\'\x0A\\';
@@ -104,7 +104,7 @@ ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `blob` Nullable(String) D
 -- caller must check system.columns first
 ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `nothing` Nullable(Int32);
 
--- error: column "ancient" of public.every_type: Date default 1900-01-01 00:00:00 is outside Date's range 1970-01-01..2105-12-31
+-- ok: ancient DEFAULT 1900-01-01
 
 -- error: renaming column "c_text" to "c_text_renamed" of `walshadow`.`public.every_type` on ClickHouse 18.16.1: server has no ALTER TABLE ... RENAME COLUMN
 

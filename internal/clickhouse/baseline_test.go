@@ -1,0 +1,162 @@
+package clickhouse
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sampleAgreed is an agreement with every kind of field set.
+func sampleAgreed(t *testing.T, oid uint32) *Agreed {
+	t.Helper()
+	shape := users()
+	shape.Oid = oid
+	missing := "2020-01-02"
+	tags := col(5, "tags", 1009, -1, "text[]", true)
+	tags.ElemTypeOid = oidText
+	born := col(6, "born", oidDate, -1, "date", false)
+	born.HasMissing, born.Missing = true, &missing
+	shape.Columns = append(shape.Columns, tags, born, col(7, "blob", oidBytea, -1, "bytea", false))
+	p, err := Reconcile(Legacy1816, "mirror", TableConfig{ExcludeColumns: []string{"internal_notes"}, Types: map[string]string{"blob": "String"}}, nil, CHTable{}, shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Agreed.ValidFrom = 0x16B3748
+	return p.Agreed
+}
+
+func TestStoreRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "baseline")
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("store directory: %v, %v", info, err)
+	}
+	if s.Get(1) != nil || len(s.All()) != 0 {
+		t.Fatal("a new store is not empty")
+	}
+	a, b := sampleAgreed(t, 20000), sampleAgreed(t, 100)
+	for _, x := range []*Agreed{a, b} {
+		if err := s.Put(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Get returns a copy: changing it changes neither the store nor a.
+	got := s.Get(a.Oid)
+	got.Columns[0].Spec.Name = "changed"
+	*got.Shape[5].Missing = "changed"
+	if again := s.Get(a.Oid); !reflect.DeepEqual(again, a) {
+		t.Fatalf("Get after changing a copy:\n%+v\nwant\n%+v", again, a)
+	}
+
+	reopened, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := reopened.All()
+	if len(all) != 2 || !reflect.DeepEqual(all[0], b) || !reflect.DeepEqual(all[1], a) {
+		t.Fatalf("reopened All:\n%+v\nwant\n%+v\n%+v", all, b, a)
+	}
+	reprs := []Repr{}
+	for _, m := range all[1].Columns {
+		reprs = append(reprs, m.Spec.Type.Repr)
+	}
+	if !reflect.DeepEqual(reprs, []Repr{ReprInt, ReprString, ReprString, ReprArray, ReprUnixDays, ReprBytes}) || all[1].Columns[3].Spec.Type.Elem == nil {
+		t.Errorf("stored representations %v", reprs)
+	}
+
+	if err := reopened.Delete(b.Oid); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopened.Delete(12345); err != nil {
+		t.Fatalf("deleting an absent oid: %v", err)
+	}
+	third, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Get(b.Oid) != nil || third.Get(a.Oid) == nil {
+		t.Error("Delete did not persist")
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, baselineFileName))
+	if !bytes.HasPrefix(raw, []byte(`{"format":1,"crc32c":`)) || !bytes.Contains(raw, []byte(`"repr":"unix_days"`)) {
+		t.Errorf("file layout: %.200s", raw)
+	}
+}
+
+func TestStoreIgnoresLeftoverTempFile(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sampleAgreed(t, 7)
+	if err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	// A crash mid-write leaves a partial temp file beside the old baseline.
+	leftover := filepath.Join(dir, baselineFileName+".tmp-123456")
+	if err := os.WriteFile(leftover, []byte(`{"format":1,"crc32c":0,"agr`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := OpenStore(dir)
+	if err != nil {
+		t.Fatalf("a leftover temp file broke OpenStore: %v", err)
+	}
+	if !reflect.DeepEqual(reopened.Get(7), a) {
+		t.Error("the baseline changed")
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("leftover temp file not removed: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want the baseline only", len(entries))
+	}
+}
+
+func TestStoreDetectsCorruption(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(sampleAgreed(t, 7)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, baselineFileName)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Replace(good, []byte(`"schema":"demo"`), []byte(`"schema":"demO"`), 1)
+	if bytes.Equal(flipped, good) {
+		t.Fatal("test data lacks the schema")
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"bit flip", flipped, "checksum mismatch"},
+		{"truncated", good[:len(good)/2], "truncated"},
+		{"empty", nil, "truncated"},
+		{"garbage", []byte("not json at all\n"), "corrupt"},
+		{"future format", bytes.Replace(good, []byte(`"format":1`), []byte(`"format":2`), 1), "format 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenStore(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,509 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/tls"
+	sqldriver "database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
+)
+
+// ConnConfig says how to reach ClickHouse over the native protocol.
+type ConnConfig struct {
+	// DSN is clickhouse-go's: clickhouse://user:pass@host1:9000,host2:9000/db?secure=true&skip_verify=true&compress=lz4
+	DSN string
+	// TLS, when set, wins over the DSN's secure flag.
+	TLS *tls.Config
+	// Compression is "", "lz4", "zstd" or "none"; "" keeps the DSN's
+	// choice, lz4 when the DSN has none.
+	Compression string
+	// DialTimeout and ReadTimeout: 0 keeps the DSN's value, else 10 s and
+	// 5 min.
+	DialTimeout, ReadTimeout time.Duration
+	// MaxOpenConns: 0 keeps clickhouse-go's default.
+	MaxOpenConns int
+}
+
+const (
+	defaultDialTimeout = 10 * time.Second
+	defaultReadTimeout = 5 * time.Minute
+	// lookupChunk bounds the key tuples of one LookupLatest query.
+	lookupChunk = 1000
+)
+
+// Conn is an open connection pool to one ClickHouse server (or a list of
+// replicas tried in order), with the server's dialect.
+type Conn struct {
+	native   driver.Conn
+	dialect  Dialect
+	database string
+	hosts    string
+}
+
+// Open connects, pings and reads SELECT version() for the dialect. Errors
+// name the hosts and the user, never the password.
+func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
+	opts, err := clickhousego.ParseDSN(cfg.DSN)
+	if err != nil {
+		// ParseDSN redacts the password from URL errors.
+		return nil, fmt.Errorf("parsing the ClickHouse DSN: %w", err)
+	}
+	if cfg.TLS != nil {
+		opts.TLS = cfg.TLS
+	}
+	switch cfg.Compression {
+	case "":
+		if opts.Compression == nil {
+			opts.Compression = &clickhousego.Compression{Method: clickhousego.CompressionLZ4}
+		}
+	case "lz4":
+		opts.Compression = &clickhousego.Compression{Method: clickhousego.CompressionLZ4}
+	case "zstd":
+		opts.Compression = &clickhousego.Compression{Method: clickhousego.CompressionZSTD}
+	case "none":
+		opts.Compression = &clickhousego.Compression{Method: clickhousego.CompressionNone}
+	default:
+		return nil, fmt.Errorf("ClickHouse compression %q is not lz4, zstd or none", cfg.Compression)
+	}
+	switch {
+	case cfg.DialTimeout > 0:
+		opts.DialTimeout = cfg.DialTimeout
+	case opts.DialTimeout == 0:
+		opts.DialTimeout = defaultDialTimeout
+	}
+	switch {
+	case cfg.ReadTimeout > 0:
+		opts.ReadTimeout = cfg.ReadTimeout
+	case opts.ReadTimeout == 0:
+		opts.ReadTimeout = defaultReadTimeout
+	}
+	if cfg.MaxOpenConns > 0 {
+		opts.MaxOpenConns = cfg.MaxOpenConns
+	}
+	c := &Conn{database: opts.Auth.Database, hosts: strings.Join(opts.Addr, ",")}
+	if c.database == "" {
+		c.database = "default"
+	}
+	who := fmt.Sprintf("ClickHouse at %s", c.hosts)
+	if opts.Auth.Username != "" {
+		who += " as user " + strconv.Quote(opts.Auth.Username)
+	}
+	native, err := clickhousego.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", who, err)
+	}
+	if err := native.Ping(ctx); err != nil {
+		native.Close()
+		return nil, fmt.Errorf("connecting to %s: %w", who, err)
+	}
+	var version string
+	if err := native.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		native.Close()
+		return nil, fmt.Errorf("reading the version of %s: %w", who, err)
+	}
+	c.dialect, err = ParseDialect(version)
+	if err != nil {
+		native.Close()
+		return nil, fmt.Errorf("%s: %w", who, err)
+	}
+	c.native = native
+	return c, nil
+}
+
+// Dialect is the server's, from SELECT version() at Open.
+func (c *Conn) Dialect() Dialect { return c.dialect }
+
+// Database is the DSN's database, "default" when it names none.
+func (c *Conn) Database() string { return c.database }
+
+// Native is the clickhouse-go connection (tests, comparisons).
+func (c *Conn) Native() driver.Conn { return c.native }
+
+// Close closes every connection of the pool.
+func (c *Conn) Close() error { return c.native.Close() }
+
+// Exec runs one statement.
+func (c *Conn) Exec(ctx context.Context, sql string) error {
+	if err := c.native.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
+	}
+	return nil
+}
+
+func previewSQL(sql string) string {
+	const limit = 200
+	if len(sql) <= limit {
+		return sql
+	}
+	return truncateUTF8(sql, limit) + "…"
+}
+
+// Table reads what ClickHouse holds for t: whether it exists and its
+// columns in definition order.
+func (c *Conn) Table(ctx context.Context, t Target) (CHTable, error) {
+	var n uint64
+	err := c.native.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+QuoteString(t.Database)+
+		" AND name = "+QuoteString(t.Table)).Scan(&n)
+	if err != nil {
+		return CHTable{}, fmt.Errorf("looking up %s in system.tables: %w", QuoteQualified(t), err)
+	}
+	if n == 0 {
+		return CHTable{}, nil
+	}
+	// system.columns lists a table's columns in definition order (18.16
+	// has no position column to sort by).
+	rows, err := c.native.Query(ctx, "SELECT name, type FROM system.columns WHERE database = "+QuoteString(t.Database)+
+		" AND table = "+QuoteString(t.Table))
+	if err != nil {
+		return CHTable{}, fmt.Errorf("reading the columns of %s: %w", QuoteQualified(t), err)
+	}
+	defer rows.Close()
+	table := CHTable{Exists: true}
+	for rows.Next() {
+		var col CHColumn
+		if err := rows.Scan(&col.Name, &col.Type); err != nil {
+			return CHTable{}, fmt.Errorf("reading the columns of %s: %w", QuoteQualified(t), err)
+		}
+		table.Columns = append(table.Columns, col)
+	}
+	if err := rows.Err(); err != nil {
+		return CHTable{}, fmt.Errorf("reading the columns of %s: %w", QuoteQualified(t), err)
+	}
+	return table, nil
+}
+
+func columnList(cols []ColumnSpec) string {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = QuoteIdent(c.Name)
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// Insert writes rows (values as ConvertValue or LookupLatest return them,
+// in the order of cols) with one INSERT; no rows is a no-op.
+func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if len(cols) == 0 {
+		return fmt.Errorf("inserting into %s: no columns", QuoteQualified(t))
+	}
+	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(cols)+")")
+	if err != nil {
+		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+	}
+	defer batch.Close()
+	for i, row := range rows {
+		if len(row) != len(cols) {
+			batch.Abort()
+			return fmt.Errorf("inserting into %s: row %d has %d values for %d columns", QuoteQualified(t), i, len(row), len(cols))
+		}
+		if err := batch.Append(row...); err != nil {
+			batch.Abort()
+			return fmt.Errorf("inserting into %s: row %d: %w", QuoteQualified(t), i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
+	}
+	return nil
+}
+
+// LookupLatest reads, for each key tuple (values as ConvertValue returns
+// them for the key columns), the values of want in the newest version of
+// the row (SELECT ... FINAL), nil for a key without a row. The values are
+// of the types ConvertValue returns, so Insert takes them back for the same
+// columns. Deleted rows (_is_deleted = 1) are versions too: ask for
+// _is_deleted in want to tell them apart.
+func (c *Conn) LookupLatest(ctx context.Context, t Target, key []ColumnSpec, keys [][]any, want []ColumnSpec) ([][]any, error) {
+	if len(key) == 0 {
+		return nil, fmt.Errorf("looking up rows of %s: no key columns", QuoteQualified(t))
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("looking up rows of %s: no columns wanted", QuoteQualified(t))
+	}
+	out := make([][]any, len(keys))
+	index := make(map[string][]int, len(keys))
+	for start := 0; start < len(keys); start += lookupChunk {
+		chunk := keys[start:min(start+lookupChunk, len(keys))]
+		tuples := make([]string, len(chunk))
+		for i, k := range chunk {
+			if len(k) != len(key) {
+				return nil, fmt.Errorf("looking up rows of %s: key %d has %d values for %d key columns", QuoteQualified(t), start+i, len(k), len(key))
+			}
+			lits := make([]string, len(k))
+			for j, v := range k {
+				lit, err := valueLiteral(key[j], v)
+				if err != nil {
+					return nil, fmt.Errorf("looking up rows of %s: key %d: %w", QuoteQualified(t), start+i, err)
+				}
+				lits[j] = lit
+			}
+			tuples[i] = "(" + strings.Join(lits, ", ") + ")"
+			id := keyIdentity(k)
+			index[id] = append(index[id], start+i)
+		}
+		keyList := columnList(key)
+		if len(key) > 1 {
+			keyList = "(" + keyList + ")"
+		} else {
+			for i := range tuples {
+				tuples[i] = strings.TrimSuffix(strings.TrimPrefix(tuples[i], "("), ")")
+			}
+		}
+		sql := "SELECT " + columnList(key) + ", " + columnList(want) + " FROM " + QuoteQualified(t) + " FINAL WHERE " +
+			keyList + " IN (" + strings.Join(tuples, ", ") + ")"
+		if err := c.scanLatest(ctx, t, sql, key, want, index, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (c *Conn) scanLatest(ctx context.Context, t Target, sql string, key, want []ColumnSpec, index map[string][]int, out [][]any) error {
+	rows, err := c.native.Query(ctx, sql)
+	if err != nil {
+		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	for rows.Next() {
+		dest := make([]any, len(types))
+		for i, ct := range types {
+			dest[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
+		}
+		values := make([]any, len(dest))
+		for i, d := range dest {
+			spec := want[max(0, i-len(key))]
+			if i < len(key) {
+				spec = key[i]
+			}
+			v, err := normalizeScanned(reflect.ValueOf(d).Elem().Interface())
+			if err != nil {
+				return fmt.Errorf("looking up rows of %s: column %q: %w", QuoteQualified(t), spec.Name, err)
+			}
+			values[i] = v
+		}
+		for _, pos := range index[keyIdentity(values[:len(key)])] {
+			out[pos] = values[len(key):]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
+	}
+	return nil
+}
+
+// normalizeScanned turns what clickhouse-go scans into the types
+// ConvertValue returns: Nullable pointers become the value or nil, UUIDs
+// (scanned as github.com/google/uuid's [16]byte) their text.
+func normalizeScanned(v any) (any, error) {
+	rv := reflect.ValueOf(v)
+	switch {
+	case rv.Kind() == reflect.Pointer:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		return normalizeScanned(rv.Elem().Interface())
+	case isUUIDArray(rv.Type()):
+		return uuidString(rv), nil
+	case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Pointer && isUUIDArray(rv.Type().Elem().Elem()):
+		out := make([]*string, rv.Len())
+		for i := range out {
+			if e := rv.Index(i); !e.IsNil() {
+				s := uuidString(e.Elem())
+				out[i] = &s
+			}
+		}
+		return out, nil
+	}
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC(), nil
+	case []*time.Time:
+		for i, ts := range v {
+			if ts != nil {
+				utc := ts.UTC()
+				v[i] = &utc
+			}
+		}
+		return v, nil
+	}
+	return v, nil
+}
+
+func isUUIDArray(t reflect.Type) bool {
+	return t.Kind() == reflect.Array && t.Len() == 16 && t.Elem().Kind() == reflect.Uint8
+}
+
+func uuidString(rv reflect.Value) string {
+	var b [16]byte
+	reflect.Copy(reflect.ValueOf(b[:]), rv)
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// keyIdentity is a map key for a key tuple, equal for a requested tuple
+// and the same tuple scanned back.
+func keyIdentity(values []any) string {
+	var b strings.Builder
+	for _, v := range values {
+		switch v := v.(type) {
+		case time.Time:
+			b.WriteString(strconv.FormatInt(v.UnixMicro(), 10))
+		case decimal.Decimal:
+			b.WriteString(v.String())
+		case string:
+			b.WriteString(strconv.Quote(v))
+		default:
+			fmt.Fprintf(&b, "%v", v)
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// valueLiteral renders a converted value as a constant expression of the
+// column's type for a WHERE ... IN list.
+func valueLiteral(spec ColumnSpec, v any) (string, error) {
+	typ := spec.Type.Type
+	cast := func(s string) string { return "CAST(" + QuoteString(s) + " AS " + typ + ")" }
+	switch v := v.(type) {
+	case nil:
+		return "NULL", nil
+	case string:
+		if spec.Type.Repr == ReprUUID {
+			return cast(v), nil
+		}
+		return QuoteString(v), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case int16, int32, int64, uint8, uint32, uint64:
+		return cast(fmt.Sprint(v)), nil
+	case float32:
+		return cast(strconv.FormatFloat(float64(v), 'g', -1, 32)), nil
+	case float64:
+		return cast(strconv.FormatFloat(v, 'g', -1, 64)), nil
+	case decimal.Decimal:
+		return cast(v.String()), nil
+	case time.Time:
+		if spec.Type.Repr == ReprDate {
+			return cast(v.UTC().Format(time.DateOnly)), nil
+		}
+		return cast(v.UTC().Format("2006-01-02 15:04:05.000000")), nil
+	}
+	return "", fmt.Errorf("column %q: a %T key value has no literal form", spec.Name, v)
+}
+
+// RetryPolicy bounds InsertRetrying: MaxAttempts tries, the wait doubling
+// from Initial to at most Max. Zero fields take the defaults 5, 250 ms and
+// 10 s.
+type RetryPolicy struct {
+	MaxAttempts  int
+	Initial, Max time.Duration
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 5
+	}
+	if p.Initial <= 0 {
+		p.Initial = 250 * time.Millisecond
+	}
+	if p.Max <= 0 {
+		p.Max = 10 * time.Second
+	}
+	return p
+}
+
+// transientServerCodes are ClickHouse exception codes a retry can cure.
+var transientServerCodes = map[int32]bool{
+	159: true, // TIMEOUT_EXCEEDED
+	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
+	203: true, // NO_FREE_CONNECTION
+	209: true, // SOCKET_TIMEOUT
+	210: true, // NETWORK_ERROR
+	242: true, // TABLE_IS_READ_ONLY
+	252: true, // TOO_MANY_PARTS
+	319: true, // UNKNOWN_STATUS_OF_INSERT
+	425: true, // SYSTEM_ERROR
+}
+
+// IsRetryable reports whether err is transient: network failures (refused,
+// reset, broken pipe, EOF, timeouts), a pool that could not get a
+// connection in time, and server exceptions with transient codes. Syntax
+// errors, unknown tables or columns, type mismatches, refused values and
+// context cancellation are not.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var exception *clickhousego.Exception
+	if errors.As(err, &exception) {
+		return transientServerCodes[exception.Code]
+	}
+	var conversion *conversionError
+	if errors.As(err, &conversion) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, clickhousego.ErrAcquireConnTimeout) || errors.Is(err, sqldriver.ErrBadConn) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr)
+}
+
+// InsertRetrying is Insert retried while IsRetryable, with exponential
+// backoff, honouring ctx. onRetry (may be nil) hears of each failed
+// attempt before the wait. A retried INSERT whose first attempt did reach
+// the server writes its rows twice: harmless for ReplacingMergeTree tables
+// (same key and _lsn), a duplicate in a MergeTree change log.
+func (c *Conn) InsertRetrying(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any, p RetryPolicy, onRetry func(attempt int, err error)) error {
+	p = p.withDefaults()
+	wait := p.Initial
+	for attempt := 1; ; attempt++ {
+		err := c.Insert(ctx, t, cols, rows)
+		switch {
+		case err == nil:
+			return nil
+		case !IsRetryable(err):
+			return err
+		case attempt >= p.MaxAttempts:
+			return fmt.Errorf("inserting into %s after %d attempts: %w", QuoteQualified(t), attempt, err)
+		}
+		if onRetry != nil {
+			onRetry(attempt, err)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("inserting into %s: gave up after %d attempts: %w (last error: %v)", QuoteQualified(t), attempt, ctx.Err(), err)
+		case <-timer.C:
+		}
+		wait = min(2*wait, p.Max)
+	}
+}

@@ -1,0 +1,539 @@
+package clickhouse
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/walshadow/walshadow/internal/desclog"
+)
+
+// Plan is what brings one ClickHouse table to agree with its relation's
+// source shape.
+type Plan struct {
+	// Statements are final SQL to run in order.
+	Statements []string
+	// Agreed is the new agreement, to Put once the statements succeeded.
+	// Reconcile leaves ValidFrom as the previous agreement had it (0 on
+	// first sight): the caller sets the descriptor version it reconciled.
+	Agreed *Agreed
+	// Refused are type changes and type mismatches no SQL can apply
+	// (errors.Is ErrTypeChange): the caller counts them and fails closed.
+	Refused []error
+	// Notes are human-readable decisions worth logging.
+	Notes []string
+}
+
+// ErrTypeMismatch marks a mapped column ClickHouse already holds with
+// another type.
+var ErrTypeMismatch = fmt.Errorf("ClickHouse column has another type: %w", ErrTypeChange)
+
+// TypeMismatchError is the refusal to adopt a ClickHouse column whose type
+// is not the mapping's.
+type TypeMismatchError struct {
+	Target           Target
+	Column           string
+	CHType, WantType string
+}
+
+func (e *TypeMismatchError) Error() string {
+	return fmt.Sprintf("column %s of %s is %s on ClickHouse but the mapping is %s: %v",
+		QuoteIdent(e.Column), QuoteQualified(e.Target), e.CHType, e.WantType, ErrTypeMismatch)
+}
+
+func (e *TypeMismatchError) Unwrap() error { return ErrTypeMismatch }
+
+// ConfiguredTarget is where the configuration puts relation schema.table:
+// cfg's database and table, defaulting to defaultDB and
+// DefaultTableName(schema, table).
+func ConfiguredTarget(defaultDB string, cfg TableConfig, schema, table string) Target {
+	t := DefaultTarget(defaultDB, schema, table)
+	if cfg.Database != "" {
+		t.Database = cfg.Database
+	}
+	if cfg.Table != "" {
+		t.Table = cfg.Table
+	}
+	return t
+}
+
+// DescribeTarget is the table whose existence facts Reconcile expects as
+// ch: the agreed target once there is an agreement (a moved target is
+// renamed from there), else the configured one.
+func DescribeTarget(defaultDB string, cfg TableConfig, prev *Agreed, shape *desclog.Descriptor) Target {
+	if prev != nil && !prev.Dropped {
+		return prev.Target
+	}
+	return ConfiguredTarget(defaultDB, cfg, shape.Namespace, shape.Name)
+}
+
+// syntheticNames are every synthetic column name of any dialect.
+func syntheticNames() map[string]bool {
+	return map[string]bool{ColLSN: true, ColXID: true, ColCommitTS: true, ColCommitTSu: true, ColIsDeleted: true}
+}
+
+// Reconcile decides what brings ClickHouse to agree with source shape
+// shape for one in-scope relation (pinned_ddl_baseline.md, "The decision
+// as a pure function"). Its inputs are all it reads: the dialect, the
+// output's default database, the table's config, the durable previous
+// agreement (nil on first sight), ClickHouse's existence facts for
+// DescribeTarget, and the shape. A warm or cold cache cannot change the
+// result.
+//
+// First agreement: every live column not excluded (IncludeColumns
+// restricts) is mapped; an absent table is created, a present one adopted
+// (mapped columns it lacks are added, its other columns left alone).
+//
+// Later agreements diff shape against prev.Shape by attnum: added columns
+// are mapped unless excluded (IncludeColumns does not apply to them);
+// renames follow on ClickHouse with RENAME COLUMN where the server has it
+// and the ClickHouse name was the source name, else the old ClickHouse
+// name stays (never DROP+ADD); dropped columns are dropped; a type change
+// whose ClickHouse type is unchanged is accepted, any other is refused
+// and the column keeps its old mapping. The sorting key cannot change.
+//
+// Both arms then heal from ClickHouse's existence facts: an absent table
+// is created, absent mapped columns added. ClickHouse alone never makes a
+// column be dropped or added. Statements are final: ADD is emitted only
+// for absent columns, DROP and RENAME only for present ones.
+func Reconcile(d Dialect, defaultDB string, cfg TableConfig, prev *Agreed, ch CHTable, shape *desclog.Descriptor) (Plan, error) {
+	if shape == nil {
+		return Plan{}, errors.New("reconciling a relation: no source shape")
+	}
+	r := &reconciler{
+		d: d, cfg: cfg, ch: ch, shape: shape,
+		source:  "relation " + shape.Namespace + "." + shape.Name,
+		chTypes: map[string]string{},
+	}
+	if err := cfg.Validate(r.source); err != nil {
+		return Plan{}, err
+	}
+	if prev != nil && prev.Oid != shape.Oid {
+		return Plan{}, fmt.Errorf("reconciling %s (oid %d) against the agreement of oid %d", r.source, shape.Oid, prev.Oid)
+	}
+	if ch.Exists {
+		for _, c := range ch.Columns {
+			r.chTypes[c.Name] = c.Type
+		}
+	}
+	var err error
+	// A retained table of a dropped relation whose oid came back is a new
+	// relation's first sight.
+	if prev == nil || prev.Dropped {
+		err = r.first(defaultDB)
+	} else {
+		err = r.later(defaultDB, prev)
+	}
+	if err == nil {
+		err = r.heal()
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	return r.plan, nil
+}
+
+type reconciler struct {
+	d      Dialect
+	cfg    TableConfig
+	ch     CHTable
+	shape  *desclog.Descriptor
+	source string
+	next   *Agreed
+	plan   Plan
+	// chTypes are the ClickHouse columns (name → type) as they will be
+	// once the statements planned so far ran.
+	chTypes map[string]string
+}
+
+func (r *reconciler) notef(format string, args ...any) {
+	r.plan.Notes = append(r.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+// liveColumns are shape's non-dropped columns, copied.
+func liveColumns(shape *desclog.Descriptor) []desclog.Column {
+	var live []desclog.Column
+	for _, c := range shape.Columns {
+		if !c.Dropped {
+			live = append(live, c)
+		}
+	}
+	return cloneColumns(live)
+}
+
+func (r *reconciler) excluded(name string) bool { return slices.Contains(r.cfg.ExcludeColumns, name) }
+
+// chName is the ClickHouse name a column gets when first mapped.
+func (r *reconciler) chName(c desclog.Column) string {
+	if name, ok := r.cfg.ColumnNames[c.Name]; ok {
+		return name
+	}
+	return c.Name
+}
+
+// mapType is c's ClickHouse type and nullability: the type map, or the
+// configured override.
+func (r *reconciler) mapType(c desclog.Column, inKey bool) (ColumnType, bool, error) {
+	if override, ok := r.cfg.Types[c.Name]; ok {
+		t, nullable, err := OverrideColumn(r.d, c, override)
+		if err != nil {
+			return ColumnType{}, false, fmt.Errorf("%s: %w", r.source, err)
+		}
+		return t, nullable, nil
+	}
+	return MapColumn(r.d, c, inKey), !c.NotNull && !inKey, nil
+}
+
+// mapColumn maps c freshly, checking its ClickHouse name is free.
+func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, error) {
+	name := r.chName(c)
+	what := fmt.Sprintf("column %q of %s", c.Name, r.source)
+	if err := ValidateName(what, name); err != nil {
+		return MappedColumn{}, err
+	}
+	if syntheticNames()[name] {
+		return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, name)
+	}
+	for _, m := range r.next.Columns {
+		if m.Spec.Name == name {
+			return MappedColumn{}, fmt.Errorf("%s and column %q would both be ClickHouse column %q: map one to another name (column_names)", what, m.Source, name)
+		}
+	}
+	t, nullable, err := r.mapType(c, inKey)
+	if err != nil {
+		return MappedColumn{}, err
+	}
+	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
+	if c.HasMissing && c.Missing != nil {
+		if spec.Default, err = DefaultLiteral(r.d, t, *c.Missing); err != nil {
+			return MappedColumn{}, fmt.Errorf("default of %s: %w", what, err)
+		}
+	}
+	return MappedColumn{Attnum: c.Num, Source: c.Name, Spec: spec, Key: inKey}, nil
+}
+
+// first maps a relation seen for the first time.
+func (r *reconciler) first(defaultDB string) error {
+	target := ConfiguredTarget(defaultDB, r.cfg, r.shape.Namespace, r.shape.Name)
+	if err := target.Validate(r.source); err != nil {
+		return err
+	}
+	r.next = &Agreed{
+		Oid: r.shape.Oid, DbOid: r.shape.DbOid, Schema: r.shape.Namespace, Table: r.shape.Name,
+		Shape: liveColumns(r.shape), KeyAttnums: cloneOrNil(r.shape.KeyAttnums), Target: target,
+	}
+	for _, name := range r.cfg.IncludeColumns {
+		if !slices.ContainsFunc(r.next.Shape, func(c desclog.Column) bool { return c.Name == name }) {
+			return fmt.Errorf("table config of %s includes column %q, which the relation does not have", r.source, name)
+		}
+	}
+	for _, c := range r.next.Shape {
+		if r.excluded(c.Name) || len(r.cfg.IncludeColumns) > 0 && !slices.Contains(r.cfg.IncludeColumns, c.Name) {
+			continue
+		}
+		inKey := slices.Contains(r.shape.KeyAttnums, c.Num)
+		if len(r.cfg.OrderBy) > 0 {
+			inKey = slices.Contains(r.cfg.OrderBy, r.chName(c))
+		}
+		m, err := r.mapColumn(c, inKey)
+		if err != nil {
+			return err
+		}
+		r.next.Columns = append(r.next.Columns, m)
+	}
+	if len(r.cfg.OrderBy) > 0 {
+		r.next.OrderBy = slices.Clone(r.cfg.OrderBy)
+	} else {
+		for _, attnum := range r.shape.KeyAttnums {
+			i := slices.IndexFunc(r.next.Columns, func(m MappedColumn) bool { return m.Attnum == attnum })
+			if i < 0 {
+				return fmt.Errorf("%s: replica identity column %d is not mapped (excluded or not included); it is the sorting key, so map it or configure order_by", r.source, attnum)
+			}
+			r.next.OrderBy = append(r.next.OrderBy, r.next.Columns[i].Spec.Name)
+		}
+	}
+	if err := r.checkKey(); err != nil {
+		return err
+	}
+	if r.ch.Exists {
+		// Adopting a table: keep its column order, columns it lacks last.
+		position := map[string]int{}
+		for i, c := range r.ch.Columns {
+			position[c.Name] = i
+		}
+		slices.SortStableFunc(r.next.Columns, func(a, b MappedColumn) int {
+			pa, okA := position[a.Spec.Name]
+			pb, okB := position[b.Spec.Name]
+			switch {
+			case okA && okB:
+				return pa - pb
+			case okA:
+				return -1
+			case okB:
+				return 1
+			}
+			return 0
+		})
+	}
+	return nil
+}
+
+// checkKey: every sorting key name is a mapped, non-Nullable column.
+func (r *reconciler) checkKey() error {
+	for _, name := range r.next.OrderBy {
+		i := slices.IndexFunc(r.next.Columns, func(m MappedColumn) bool { return m.Spec.Name == name })
+		switch {
+		case i < 0:
+			return fmt.Errorf("%s: sorting key column %q is not a mapped column", r.source, name)
+		case r.next.Columns[i].Spec.Nullable:
+			return fmt.Errorf("%s: sorting key column %q is Nullable (a type override made it so?)", r.source, name)
+		}
+	}
+	return nil
+}
+
+// later diffs shape against the previous agreement by attnum.
+func (r *reconciler) later(defaultDB string, prev *Agreed) error {
+	r.next = prev.Clone()
+	r.next.DbOid, r.next.Schema, r.next.Table = r.shape.DbOid, r.shape.Namespace, r.shape.Name
+	r.next.Shape = liveColumns(r.shape)
+	r.next.KeyAttnums = cloneOrNil(r.shape.KeyAttnums)
+
+	// The sorting key of a ClickHouse table is fixed at CREATE.
+	if len(r.cfg.OrderBy) == 0 && !slices.Equal(prev.KeyAttnums, r.shape.KeyAttnums) {
+		return fmt.Errorf("%s: replica identity changed from attnums %v to %v; ClickHouse cannot change the sorting key of %s (configure order_by, or recreate the table)",
+			r.source, prev.KeyAttnums, r.shape.KeyAttnums, QuoteQualified(prev.Target))
+	}
+	if len(r.cfg.OrderBy) > 0 && !slices.Equal(r.cfg.OrderBy, prev.OrderBy) {
+		return fmt.Errorf("%s: order_by %v differs from the sorting key %v of %s; ClickHouse cannot change a sorting key (recreate the table)",
+			r.source, r.cfg.OrderBy, prev.OrderBy, QuoteQualified(prev.Target))
+	}
+
+	target := ConfiguredTarget(defaultDB, r.cfg, r.shape.Namespace, r.shape.Name)
+	if target != prev.Target {
+		if err := target.Validate(r.source); err != nil {
+			return err
+		}
+		if r.ch.Exists {
+			if target.Database != prev.Target.Database {
+				sql, err := CreateDatabase(target.Database)
+				if err != nil {
+					return err
+				}
+				r.plan.Statements = append(r.plan.Statements, sql)
+			}
+			sql, err := RenameTable(prev.Target, target)
+			if err != nil {
+				return err
+			}
+			r.plan.Statements = append(r.plan.Statements, sql)
+			r.notef("%s now lands in %s: renamed from %s", r.source, QuoteQualified(target), QuoteQualified(prev.Target))
+		}
+		r.next.Target = target
+	}
+
+	before := make(map[int16]desclog.Column, len(prev.Shape))
+	for _, c := range prev.Shape {
+		before[c.Num] = c
+	}
+	now := make(map[int16]desclog.Column, len(r.next.Shape))
+	for _, c := range r.next.Shape {
+		now[c.Num] = c
+	}
+
+	// Drops first: a name they free may be taken by a rename or an add.
+	kept := r.next.Columns[:0]
+	for _, m := range r.next.Columns {
+		if _, live := now[m.Attnum]; live {
+			kept = append(kept, m)
+			continue
+		}
+		if m.Key {
+			return fmt.Errorf("%s: column %q was dropped on the source but %s is part of the sorting key of %s, which ClickHouse cannot change",
+				r.source, m.Source, QuoteIdent(m.Spec.Name), QuoteQualified(r.next.Target))
+		}
+		if _, present := r.chTypes[m.Spec.Name]; present {
+			sql, _, err := DropColumn(r.d, r.next.Target, m.Spec.Name)
+			if err != nil {
+				return err
+			}
+			r.plan.Statements = append(r.plan.Statements, sql)
+			delete(r.chTypes, m.Spec.Name)
+		}
+	}
+	r.next.Columns = cloneOrNil(kept)
+
+	for i := range r.next.Columns {
+		m := &r.next.Columns[i]
+		old, c := before[m.Attnum], now[m.Attnum]
+		if c.Name != old.Name {
+			if err := r.rename(m, old, c); err != nil {
+				return err
+			}
+		}
+		if c.TypeOid != old.TypeOid || c.TypMod != old.TypMod || old.NotNull && !c.NotNull {
+			if err := r.retype(m, old, c); err != nil {
+				return err
+			}
+		}
+		m.Source = c.Name
+	}
+
+	for _, c := range r.next.Shape {
+		if _, known := before[c.Num]; known || r.excluded(c.Name) {
+			continue
+		}
+		// Added since the agreement: the sorting key is fixed, so an added
+		// column is never in it.
+		m, err := r.mapColumn(c, false)
+		if err != nil {
+			return err
+		}
+		r.next.Columns = append(r.next.Columns, m)
+	}
+	return nil
+}
+
+// rename follows a source rename of mapped column m where it can.
+func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
+	keep := func(why string) {
+		r.notef("column %q of %s renamed to %q on the source: kept as %s (%s)", old.Name, r.source, c.Name, QuoteIdent(m.Spec.Name), why)
+	}
+	_, present := r.chTypes[m.Spec.Name]
+	_, newNameOnCH := r.chTypes[c.Name]
+	switch {
+	case m.Spec.Name != old.Name:
+		keep("its ClickHouse name is configured")
+	case m.Key:
+		keep("ClickHouse cannot rename a sorting key column")
+	case syntheticNames()[c.Name] || slices.ContainsFunc(r.next.Columns, func(o MappedColumn) bool { return o.Spec.Name == c.Name }):
+		keep(fmt.Sprintf("the name %s is taken by another column", QuoteIdent(c.Name)))
+	case !present:
+		// Nothing to rename on ClickHouse (or an earlier run renamed it
+		// already): heal adds or adopts it under the new name.
+		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
+			return err
+		}
+		m.Spec.Name = c.Name
+	case newNameOnCH:
+		keep(fmt.Sprintf("ClickHouse column %s already exists", QuoteIdent(c.Name)))
+	case !r.d.RenameColumn:
+		keep(fmt.Sprintf("no RENAME COLUMN on %s", r.d.Version))
+	default:
+		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
+			return err
+		}
+		sql, err := RenameColumn(r.d, r.next.Target, m.Spec.Name, c.Name)
+		if err != nil {
+			return err
+		}
+		r.plan.Statements = append(r.plan.Statements, sql)
+		r.chTypes[c.Name] = r.chTypes[m.Spec.Name]
+		delete(r.chTypes, m.Spec.Name)
+		m.Spec.Name = c.Name
+	}
+	return nil
+}
+
+// retype maps a column whose source type (or nullability) changed again:
+// the same ClickHouse type is accepted, another refused.
+func (r *reconciler) retype(m *MappedColumn, old, c desclog.Column) error {
+	t, nullable, err := r.mapType(c, m.Key)
+	if err != nil {
+		return err
+	}
+	// SET NOT NULL leaves a Nullable column able to hold every value.
+	remapped := ColumnSpec{Name: m.Spec.Name, Type: t, Nullable: nullable || m.Spec.Nullable && !m.Key}
+	if remapped.TypeSQL() != m.Spec.TypeSQL() {
+		r.plan.Refused = append(r.plan.Refused, RefuseTypeChange(r.source, c.Name, m.Spec.TypeSQL(), remapped.TypeSQL()))
+		return nil
+	}
+	if t.Repr != m.Spec.Type.Repr {
+		r.notef("column %q of %s changed type from %s to %s: ClickHouse type %s unchanged, values now written as the new type",
+			c.Name, r.source, old.TypeName, c.TypeName, m.Spec.TypeSQL())
+	}
+	m.Spec.Type = t
+	return nil
+}
+
+// heal brings ClickHouse's existence in line with the mapping: create an
+// absent table, add absent mapped columns, refuse present ones of another
+// type.
+func (r *reconciler) heal() error {
+	target := r.next.Target
+	if !r.ch.Exists {
+		dbSQL, err := CreateDatabase(target.Database)
+		if err != nil {
+			return err
+		}
+		specs := make([]ColumnSpec, len(r.next.Columns))
+		for i, m := range r.next.Columns {
+			specs[i] = m.Spec
+		}
+		tableSQL, err := CreateTable(r.d, target, specs, r.next.OrderBy, TableOptions{PartitionBy: r.cfg.PartitionBy, Settings: r.cfg.Settings})
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.source, err)
+		}
+		r.plan.Statements = append(r.plan.Statements, dbSQL, tableSQL)
+		r.plan.Agreed = r.next
+		return nil
+	}
+	for _, s := range SyntheticColumns(r.d) {
+		if _, ok := r.ch.Column(s.Name); !ok {
+			return fmt.Errorf("%s: ClickHouse table %s has no column %s: it was not created by walshadow for ClickHouse %s; drop it or configure another table",
+				r.source, QuoteQualified(target), QuoteIdent(s.Name), r.d.Version)
+		}
+	}
+	for _, m := range r.next.Columns {
+		if chType, present := r.chTypes[m.Spec.Name]; present {
+			if normalizeType(chType) != normalizeType(m.Spec.TypeSQL()) {
+				r.plan.Refused = append(r.plan.Refused, &TypeMismatchError{Target: target, Column: m.Spec.Name, CHType: chType, WantType: m.Spec.TypeSQL()})
+			}
+			continue
+		}
+		sql, _, err := AddColumn(r.d, target, m.Spec)
+		if err != nil {
+			return err
+		}
+		r.plan.Statements = append(r.plan.Statements, sql)
+		r.chTypes[m.Spec.Name] = m.Spec.TypeSQL()
+	}
+	r.plan.Agreed = r.next
+	return nil
+}
+
+// normalizeType drops spaces: system.columns writes "Decimal(10, 2)",
+// an operator may write "Decimal(10,2)".
+func normalizeType(t string) string { return strings.ReplaceAll(t, " ", "") }
+
+// PlanDrop decides what a source DROP TABLE does to prev's ClickHouse
+// table. retain (also "" and anything unknown: never lose data by
+// default) and warn keep it, with next marked Dropped; warn adds a note
+// the caller logs at WARN. drop drops it; next is nil and the caller
+// deletes the agreement.
+func PlanDrop(strategy DropStrategy, prev *Agreed) (stmts []string, next *Agreed, note string) {
+	if prev == nil {
+		return nil, nil, ""
+	}
+	switch strategy {
+	case DropDrop:
+		return []string{DropTable(prev.Target)}, nil, ""
+	case DropWarn:
+		next = prev.Clone()
+		next.Dropped = true
+		return nil, next, fmt.Sprintf("relation %s.%s dropped on the source: %s retained with its data", prev.Schema, prev.Table, QuoteQualified(prev.Target))
+	default:
+		next = prev.Clone()
+		next.Dropped = true
+		return nil, next, ""
+	}
+}
+
+// PlanTruncate is the SQL mirroring a source TRUNCATE of prev's relation.
+func PlanTruncate(prev *Agreed) []string {
+	if prev == nil || prev.Dropped {
+		return nil
+	}
+	return []string{TruncateTable(prev.Target)}
+}

@@ -1,0 +1,411 @@
+package output
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/testrig"
+	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/processor"
+)
+
+// The pgbench_accounts-shaped relation the benchmark replicates.
+const (
+	pgbenchOid       = 16400
+	pgbenchDB        = 5
+	pgbenchSchema    = "public"
+	pgbenchTable     = "pgbench_accounts"
+	pgbenchFillerLen = 84
+	// pgbenchTxRows is the rows of one source transaction and of one
+	// WriteBatch (and one clickhouse-go batch in the baseline).
+	pgbenchTxRows = 10_000
+	// pgbenchRowBytes is one row's column data as inserted: aid, bid,
+	// abalance (Int32), filler (84-byte String), _lsn (UInt64), _xid
+	// (UInt32), the commit time (UInt64 µs or DateTime64) and _is_deleted
+	// (UInt8).
+	pgbenchRowBytes = 3*4 + pgbenchFillerLen + 8 + 4 + 8 + 1
+	// pgbenchValidFrom and pgbenchFirstLSN: the seed's descriptor version
+	// and the first row's LSN after it.
+	pgbenchValidFrom = wal.LSN(0x1000000)
+	pgbenchFirstLSN  = wal.LSN(0x2000000)
+	// pgbenchRowWAL is the LSN step between rows (about one heap insert
+	// record of this shape).
+	pgbenchRowWAL = 0xA0
+)
+
+var pgbenchCommitBase = time.Date(2024, 5, 1, 12, 0, 0, 123456000, time.UTC)
+
+// pgbenchRow is one source row with the transaction metadata
+// walshadow_decode attaches to it.
+type pgbenchRow struct {
+	aid, bid, abalance int32
+	filler             string
+	lsn, commitLSN     wal.LSN
+	xid                uint32
+	commitTime         time.Time
+}
+
+// pgbenchRows builds n rows as pgbench -i lays them out (bid one per
+// 100,000 accounts, a blank-padded filler) with varied balances so sums and
+// samples can tell rows apart, in transactions of pgbenchTxRows rows.
+func pgbenchRows(n int) []pgbenchRow {
+	rows := make([]pgbenchRow, n)
+	for i := range rows {
+		aid := int32(i + 1)
+		tx := i / pgbenchTxRows
+		lastOfTx := min((tx+1)*pgbenchTxRows, n) - 1
+		rows[i] = pgbenchRow{
+			aid:        aid,
+			bid:        (aid-1)/100_000 + 1,
+			abalance:   int32(int64(aid)*7919%20_001 - 10_000),
+			filler:     fmt.Sprintf("%-*s", pgbenchFillerLen, "account "+strconv.Itoa(int(aid))),
+			lsn:        pgbenchFirstLSN + wal.LSN(i)*pgbenchRowWAL,
+			commitLSN:  pgbenchFirstLSN + wal.LSN(lastOfTx)*pgbenchRowWAL + 0x30,
+			xid:        uint32(1000 + tx),
+			commitTime: pgbenchCommitBase.Add(time.Duration(tx) * time.Millisecond),
+		}
+	}
+	return rows
+}
+
+// pgbenchMessages are the rows as walshadow_decode emits them
+// (processor.rowMessage): a structured payload of column values and the
+// change's metadata.
+func pgbenchMessages(rows []pgbenchRow) []*service.Message {
+	oid := strconv.Itoa(pgbenchOid)
+	version := pgbenchValidFrom.String()
+	msgs := make([]*service.Message, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		m := service.NewMessage(nil)
+		m.SetStructuredMut(map[string]any{
+			"aid": int64(r.aid), "bid": int64(r.bid), "abalance": int64(r.abalance), "filler": r.filler,
+		})
+		m.MetaSetMut(processor.MetaOperation, processor.OperationInsert)
+		m.MetaSetMut(processor.MetaSchema, pgbenchSchema)
+		m.MetaSetMut(processor.MetaTable, pgbenchTable)
+		m.MetaSetMut(processor.MetaRelationOid, oid)
+		m.MetaSetMut(processor.MetaKey, "aid")
+		m.MetaSetMut(processor.MetaLSN, r.lsn.String())
+		m.MetaSetMut(processor.MetaCommitLSN, r.commitLSN.String())
+		m.MetaSetMut(processor.MetaXID, strconv.FormatUint(uint64(r.xid), 10))
+		m.MetaSetMut(processor.MetaCommitTime, r.commitTime.Format(time.RFC3339Nano))
+		m.MetaSetMut(processor.MetaDescVersion, version)
+		msgs[i] = m
+	}
+	return msgs
+}
+
+// pgbenchDescriptor is pgbench_accounts as the descriptor log holds it.
+func pgbenchDescriptor() desclog.Descriptor {
+	int4 := func(num int16, name string) desclog.Column {
+		return desclog.Column{Num: num, Name: name, TypeOid: 23, TypMod: -1, TypeName: "integer", TypeKind: 'b',
+			Len: 4, Align: 'i', ByVal: true, Storage: 'p'}
+	}
+	aid := int4(1, "aid")
+	aid.NotNull = true
+	return desclog.Descriptor{
+		Oid: pgbenchOid, DbOid: pgbenchDB, Rfn: wal.RelFileNode{SpcOid: 1663, DbOid: pgbenchDB, RelNum: pgbenchOid},
+		NamespaceOid: 2200, Namespace: pgbenchSchema, Name: pgbenchTable,
+		Kind: 'r', Persistence: 'p', ReplIdent: 'd',
+		Columns: []desclog.Column{
+			aid, int4(2, "bid"), int4(3, "abalance"),
+			{Num: 4, Name: "filler", TypeOid: 1042, TypMod: pgbenchFillerLen + 4, TypeName: "character", TypeKind: 'b',
+				Len: -1, Align: 'i', Storage: 'x'},
+		},
+		KeyAttnums: []int16{1}, IdentityIndexOid: pgbenchOid + 1,
+	}
+}
+
+// fakeSession is the session as the output sees it: a seeded descriptor
+// log and a state directory.
+type fakeSession struct {
+	log      *desclog.Log
+	stateDir string
+}
+
+func (s *fakeSession) DescLog() *desclog.Log { return s.log }
+func (s *fakeSession) StateDir() string      { return s.stateDir }
+
+// pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose
+// session knows pgbench_accounts.
+type pgbenchRig struct {
+	ch     *testrig.ClickHouse
+	conn   clickhouse.ConnConfig
+	out    *chOutput
+	target clickhouse.Target // the output's table
+	cols   []clickhouse.ColumnSpec
+}
+
+func newPgbenchRig(tb testing.TB, database string) *pgbenchRig {
+	tb.Helper()
+	ch := testrig.StartClickHouse(tb)
+	dir := tb.TempDir()
+	log, err := desclog.Open(dir+"/desclog", desclog.Identity{PGMajor: 15, SystemID: 7300000000000000001, Timeline: 1,
+		DbOid: pgbenchDB, SegmentSize: 16 << 20})
+	if err != nil {
+		tb.Fatalf("opening the descriptor log: %v", err)
+	}
+	tb.Cleanup(func() { log.Close() })
+	if _, err := log.Seed(pgbenchValidFrom, pgbenchValidFrom, []desclog.Descriptor{pgbenchDescriptor()}); err != nil {
+		tb.Fatalf("seeding the descriptor log: %v", err)
+	}
+	sc, err := newScope([]string{"*.*"}, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := &pgbenchRig{ch: ch, conn: clickhouse.ConnConfig{DSN: "clickhouse://default:@" + ch.NativeAddr() + "/default", Compression: "lz4"}}
+	r.out = newOutput(settings{
+		conn:          r.conn,
+		database:      database,
+		drop:          clickhouse.DropRetain,
+		maxInFlight:   4,
+		batchRows:     65536,
+		batchBytes:    16 << 20,
+		retry:         clickhouse.RetryPolicy{MaxAttempts: 5, Initial: 250 * time.Millisecond, Max: 10 * time.Second},
+		insertTimeout: 30 * time.Second,
+		stateDir:      dir + "/clickhouse",
+	}, sc, &fakeSession{log: log, stateDir: dir}, service.MockResources())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := r.out.Connect(ctx); err != nil {
+		tb.Fatalf("connecting the output: %v", err)
+	}
+	tb.Cleanup(func() { r.out.Close(context.Background()) })
+	a := r.out.store.Get(pgbenchOid)
+	if a == nil {
+		tb.Fatalf("the output agreed on no table for %s.%s after Connect", pgbenchSchema, pgbenchTable)
+	}
+	r.target = a.Target
+	r.cols = newTableState(r.out.conn.Dialect(), a).cols
+	return r
+}
+
+// writeThroughOutput hands msgs to the output in WriteBatch calls of
+// pgbenchTxRows messages.
+func writeThroughOutput(ctx context.Context, out *chOutput, msgs []*service.Message) error {
+	for start := 0; start < len(msgs); start += pgbenchTxRows {
+		batch := service.MessageBatch(msgs[start:min(start+pgbenchTxRows, len(msgs))])
+		if err := out.WriteBatch(ctx, batch); err != nil {
+			return fmt.Errorf("writing rows %d..%d through the output: %w", start, start+len(batch)-1, err)
+		}
+	}
+	return nil
+}
+
+// plainInserter writes the same rows with clickhouse-go alone: one
+// PrepareBatch, an Append per row and a Send per pgbenchTxRows rows, the
+// values already of the columns' Go types.
+type plainInserter struct {
+	conn       *clickhouse.Conn
+	insert     string
+	dateTime64 bool // the commit time column is _commit_ts, else _commit_ts_us
+}
+
+func newPlainInserter(ctx context.Context, r *pgbenchRig, target clickhouse.Target) (*plainInserter, error) {
+	conn, err := clickhouse.Open(ctx, r.conn)
+	if err != nil {
+		return nil, fmt.Errorf("connecting clickhouse-go: %w", err)
+	}
+	names := make([]string, len(r.cols))
+	for i, c := range r.cols {
+		names[i] = clickhouse.QuoteIdent(c.Name)
+	}
+	return &plainInserter{conn: conn, insert: "INSERT INTO " + clickhouse.QuoteQualified(target) + " (" + strings.Join(names, ", ") + ")",
+		dateTime64: r.cols[len(r.cols)-2].Name == clickhouse.ColCommitTS}, nil
+}
+
+func (p *plainInserter) write(ctx context.Context, rows []pgbenchRow) error {
+	for start := 0; start < len(rows); start += pgbenchTxRows {
+		end := min(start+pgbenchTxRows, len(rows))
+		batch, err := p.conn.Native().PrepareBatch(ctx, p.insert)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.insert, err)
+		}
+		for i := start; i < end; i++ {
+			r := &rows[i]
+			var commit any = uint64(r.commitTime.UnixMicro())
+			if p.dateTime64 {
+				commit = r.commitTime
+			}
+			if err := batch.Append(r.aid, r.bid, r.abalance, r.filler, uint64(r.lsn), r.xid, commit, uint8(0)); err != nil {
+				batch.Abort()
+				return fmt.Errorf("%s: row aid %d: %w", p.insert, r.aid, err)
+			}
+		}
+		if err := batch.Send(); err != nil {
+			return fmt.Errorf("%s: sending rows %d..%d: %w", p.insert, start, end-1, err)
+		}
+	}
+	return nil
+}
+
+// createPlainTable creates a table of the output table's columns and
+// engine for the clickhouse-go baseline.
+func (r *pgbenchRig) createPlainTable(tb testing.TB) clickhouse.Target {
+	tb.Helper()
+	plain := clickhouse.Target{Database: r.target.Database, Table: "plain_pgbench_accounts"}
+	r.ch.HTTPQuery(tb, fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(plain), clickhouse.QuoteQualified(r.target)))
+	return plain
+}
+
+// finalCount is the table's row count after deduplication.
+func (r *pgbenchRig) finalCount(tb testing.TB, t clickhouse.Target) int {
+	tb.Helper()
+	out := r.ch.HTTPQuery(tb, "SELECT count() FROM "+clickhouse.QuoteQualified(t)+" FINAL")
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		tb.Fatalf("count() of %s: %q: %v", clickhouse.QuoteQualified(t), out, err)
+	}
+	return n
+}
+
+// benchRows is the rows of one run: WALSHADOW_BENCH_ROWS, else 200,000.
+func benchRows() int {
+	if v, err := strconv.Atoi(os.Getenv("WALSHADOW_BENCH_ROWS")); err == nil && v > 0 {
+		return v
+	}
+	return 200_000
+}
+
+// BenchmarkOutputPgbenchAccounts measures rows/s into ClickHouse for a
+// pgbench_accounts-shaped table: `output` through the clickhouse_ddl
+// output (WriteBatch of walshadow_decode's messages, 10,000 a batch),
+// `clickhouse-go` the same rows with a plain PrepareBatch/Append/Send of
+// the same batch size into a table of the same shape and engine. One
+// iteration writes WALSHADOW_BENCH_ROWS rows (200,000 by default) whatever
+// b.N is (use -benchtime=1x); the table is truncated between iterations,
+// untimed. Metrics: rows/s, MB/s (b.SetBytes: a run's column data),
+// allocs/row and B/row (this process only), and on `clickhouse-go`, when
+// `output` ran before it, x-slower: the baseline's rows/s over the
+// output's (over all of its runs in this process). Each iteration checks
+// that ClickHouse holds every row.
+func BenchmarkOutputPgbenchAccounts(b *testing.B) {
+	n := benchRows()
+	r := newPgbenchRig(b, "walshadow_bench")
+	plain := r.createPlainTable(b)
+	rows := pgbenchRows(n)
+	msgs := pgbenchMessages(rows)
+	ctx := context.Background()
+	// The output's rows and timed seconds over every run in this process
+	// (-count runs each sub-benchmark several times in a row).
+	var outputRows, outputSeconds float64
+
+	// timed runs write(ctx) b.N times into t, each from an empty table,
+	// and reports the rate and allocations per row; it returns the rows
+	// written.
+	timed := func(b *testing.B, t clickhouse.Target, write func(context.Context) error) float64 {
+		b.SetBytes(int64(n) * pgbenchRowBytes)
+		b.ReportAllocs()
+		var mallocs, allocBytes uint64
+		var ms runtime.MemStats
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			r.ch.HTTPQuery(b, "TRUNCATE TABLE "+clickhouse.QuoteQualified(t))
+			runtime.ReadMemStats(&ms)
+			mallocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
+			b.StartTimer()
+			if err := write(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms)
+			mallocs += ms.Mallocs - mallocs0
+			allocBytes += ms.TotalAlloc - bytes0
+			if got := r.finalCount(b, t); got != n {
+				b.Fatalf("%s holds %d rows after writing %d", clickhouse.QuoteQualified(t), got, n)
+			}
+		}
+		total := float64(n) * float64(b.N)
+		b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(float64(mallocs)/total, "allocs/row")
+		b.ReportMetric(float64(allocBytes)/total, "B/row")
+		return total
+	}
+
+	b.Run("output", func(b *testing.B) {
+		outputRows += timed(b, r.target, func(ctx context.Context) error { return writeThroughOutput(ctx, r.out, msgs) })
+		outputSeconds += b.Elapsed().Seconds()
+	})
+	b.Run("clickhouse-go", func(b *testing.B) {
+		p, err := newPlainInserter(ctx, r, plain)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.conn.Close()
+		rate := timed(b, plain, func(ctx context.Context) error { return p.write(ctx, rows) }) / b.Elapsed().Seconds()
+		if outputSeconds > 0 {
+			outputRate := outputRows / outputSeconds
+			b.ReportMetric(rate/outputRate, "x-slower")
+			b.Logf("%d rows a run: output %.0f rows/s (its runs in this process), clickhouse-go %.0f rows/s: the output is %.2fx slower", n, outputRate, rate, rate/outputRate)
+		}
+	})
+}
+
+// TestOutputWritesPgbenchRows runs the benchmark's two paths with 5,000
+// rows and checks what ClickHouse holds: every row once, the balances'
+// sum, one row column by column, and the clickhouse-go baseline table equal
+// to the output's (so the benchmark compares equal work).
+func TestOutputWritesPgbenchRows(t *testing.T) {
+	const n = 5000
+	r := newPgbenchRig(t, "walshadow_bench")
+	rows := pgbenchRows(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := writeThroughOutput(ctx, r.out, pgbenchMessages(rows)); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.finalCount(t, r.target); got != n {
+		t.Fatalf("%s holds %d rows, want %d", clickhouse.QuoteQualified(r.target), got, n)
+	}
+	table := clickhouse.QuoteQualified(r.target)
+	var wantSum int64
+	for _, row := range rows {
+		wantSum += int64(row.abalance)
+	}
+	if got := r.ch.HTTPQuery(t, "SELECT sum(abalance), sum(_is_deleted), uniqExact(aid) FROM "+table+" FINAL"); got != fmt.Sprintf("%d\t0\t%d", wantSum, n) {
+		t.Errorf("sum(abalance), sum(_is_deleted), uniqExact(aid) of %s = %q, want %d, 0, %d", table, got, wantSum, n)
+	}
+
+	commitCol := r.cols[len(r.cols)-2].Name
+	sample := rows[4321-1]
+	wantCommit := strconv.FormatInt(sample.commitTime.UnixMicro(), 10)
+	if commitCol == clickhouse.ColCommitTS {
+		wantCommit = sample.commitTime.Format("2006-01-02 15:04:05.000000")
+	}
+	want := strings.Join([]string{"4321", strconv.Itoa(int(sample.bid)), strconv.Itoa(int(sample.abalance)), sample.filler,
+		strconv.FormatUint(uint64(sample.lsn), 10), strconv.FormatUint(uint64(sample.xid), 10), wantCommit, "0"}, "\t")
+	got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT aid, bid, abalance, filler, _lsn, _xid, %s, _is_deleted FROM %s FINAL WHERE aid = 4321",
+		clickhouse.QuoteIdent(commitCol), table))
+	if got != want {
+		t.Errorf("row aid 4321 of %s:\n got %q\nwant %q", table, got, want)
+	}
+
+	plain := r.createPlainTable(t)
+	p, err := newPlainInserter(ctx, r, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.conn.Close()
+	if err := p.write(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	digest := func(tbl clickhouse.Target) string {
+		return r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count(), sum(cityHash64(aid, bid, abalance, filler, _lsn, _xid, %s, _is_deleted)) FROM %s FINAL",
+			clickhouse.QuoteIdent(commitCol), clickhouse.QuoteQualified(tbl)))
+	}
+	if a, b := digest(r.target), digest(plain); a != b || !strings.HasPrefix(a, strconv.Itoa(n)+"\t") {
+		t.Errorf("count and row hash: output table %q, clickhouse-go table %q; want equal, of %d rows", a, b, n)
+	}
+}

@@ -1,0 +1,398 @@
+// Package output registers the clickhouse_ddl Benthos output: it applies
+// walshadow_decode's row changes and schema events to ClickHouse
+// ReplacingMergeTree tables, so that for every replicated table
+// SELECT ... FINAL WHERE _is_deleted = 0 equals the source table.
+//
+// Rows: each message becomes a row of its table's pending block, every
+// value converted by the column's type map (internal/clickhouse); a delete
+// writes its key with _is_deleted = 1; an update whose unchanged TOASTed
+// columns were left out takes them from the newest earlier row of that key
+// (pending here, else read back from ClickHouse), never a guess. A block is
+// inserted when it reaches batch_rows or batch_bytes, and every block at the
+// end of WriteBatch: the batch is acknowledged only once all its rows are
+// durable on ClickHouse. Batches are written one at a time (the session's
+// order), tables of one batch in parallel up to max_in_flight.
+//
+// Schema events and TRUNCATE are barriers: every pending row is inserted
+// first, then the DDL runs. What DDL runs is decided by
+// clickhouse.Reconcile from the table's configuration, its durable agreed
+// shape (state_dir/baseline.json) and what ClickHouse holds — never from an
+// in-memory cache — so a restart, a table dropped on ClickHouse or a column
+// dropped there all converge to the same tables.
+package output
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/session"
+)
+
+// Field names of the clickhouse_ddl output.
+const (
+	fieldDSN           = "dsn"
+	fieldDatabase      = "database"
+	fieldTLS           = "tls"
+	fieldCompression   = "compression"
+	fieldInclude       = "include"
+	fieldExclude       = "exclude"
+	fieldTables        = "tables"
+	fieldDropStrategy  = "drop_strategy"
+	fieldMaxInFlight   = "max_in_flight"
+	fieldBatchRows     = "batch_rows"
+	fieldBatchBytes    = "batch_bytes"
+	fieldRetry         = "retry"
+	fieldRetryAttempts = "max_attempts"
+	fieldRetryInitial  = "initial_interval"
+	fieldRetryMax      = "max_interval"
+	fieldInsertTimeout = "insert_timeout"
+	fieldStateDir      = "state_dir"
+	fieldBatching      = "batching"
+
+	// Per-table fields under `tables`.
+	fieldTDatabase    = "database"
+	fieldTTable       = "table"
+	fieldTColumns     = "columns"
+	fieldTExclude     = "exclude_columns"
+	fieldTNames       = "column_names"
+	fieldTTypes       = "column_types"
+	fieldTOrderBy     = "order_by"
+	fieldTPartitionBy = "partition_by"
+	fieldTSettings    = "settings"
+	fieldTDrop        = "drop_strategy"
+)
+
+func outputSpec() *service.ConfigSpec {
+	return service.NewConfigSpec().
+		Beta().
+		Categories("Services").
+		Summary("Applies a walshadow session's row changes and schema events to ClickHouse ReplacingMergeTree tables: rows in batched native inserts, CREATE/ALTER/TRUNCATE/DROP behind a barrier, coherent across restarts.").
+		Description(`
+Place it after `+"`walshadow_decode`"+`. Each replicated source table
+`+"`schema.table`"+` lands in `+"`database`"+` as the table `+"`schema.table`"+` (a dot or
+percent sign inside either part is escaped as %2E / %25, so names never
+collide across schemas); `+"`tables`"+` overrides the target, columns and
+engine per table. Every table has the source's columns (types per the map in
+the README) plus `+"`_lsn UInt64`"+` (the change's own WAL position, the
+ReplacingMergeTree version), `+"`_xid UInt32`"+`, the commit time
+(`+"`_commit_ts DateTime64(6, 'UTC')`"+`, or `+"`_commit_ts_us UInt64`"+` microseconds
+on servers without DateTime64) and `+"`_is_deleted UInt8`"+`, ordered by the
+replica identity key. Read a table as the source has it with
+`+"`SELECT ... FROM t FINAL WHERE _is_deleted = 0`"+`.
+
+A table without a key (REPLICA IDENTITY NOTHING, or FULL without a primary
+key) is a MergeTree change log unless `+"`order_by`"+` names columns that identify
+its rows.
+
+Schema changes: ADD COLUMN (with the default rows written before it read),
+RENAME COLUMN (kept under the old ClickHouse name on servers without RENAME
+COLUMN, such as 18.16), DROP COLUMN, TRUNCATE; a dropped table is retained
+(default), retained with a warning, or dropped, per `+"`drop_strategy`"+`. Column
+type changes are refused: the output stops with an error naming the column
+(and counts it) rather than write values of another type.
+
+The agreed shape of every table is kept in `+"`state_dir`"+`; on start every
+table in scope is reconciled with ClickHouse, re-creating tables and columns
+dropped there.`).
+		Fields(
+			service.NewStringField(config.FieldSession).
+				Description("Label of the `walshadow` resource whose changes this output applies (its descriptor log gives the tables' shapes).").
+				Example("main"),
+			service.NewStringField(fieldDSN).
+				Description("ClickHouse native-protocol DSN; several hosts are tried in turn. Query parameters of clickhouse-go apply (`secure`, `skip_verify`, `dial_timeout`, `compress`).").
+				Example("clickhouse://default:@127.0.0.1:9000/analytics").
+				Example("clickhouse://writer:${CH_PASSWORD}@ch1:9440,ch2:9440/analytics?secure=true").
+				LintRule(`root = if this.or("") == "" { ["dsn must name the ClickHouse server"] }`).
+				Secret(),
+			service.NewStringField(fieldDatabase).
+				Description("Target database of tables without their own; empty means the DSN's database, else `default`. Created if missing.").
+				Default(""),
+			service.NewTLSToggledField(fieldTLS),
+			service.NewStringEnumField(fieldCompression, "lz4", "zstd", "none").
+				Description("Compression of the native protocol's data blocks.").
+				Default("lz4").Advanced(),
+			service.NewStringListField(fieldInclude).
+				Description("Tables to replicate, as `schema.table` patterns (`*` and `?` wildcards). Tables named under `tables` are always included.").
+				Default([]any{"*.*"}),
+			service.NewStringListField(fieldExclude).
+				Description("Tables never replicated, as `schema.table` patterns; exclusion wins over `include`.").
+				Default([]any{}),
+			service.NewObjectMapField(fieldTables,
+				service.NewStringField(fieldTDatabase).Description("Target database.").Optional(),
+				service.NewStringField(fieldTTable).Description("Target table name.").Optional(),
+				service.NewStringListField(fieldTColumns).Description("A pinned subset: only these source columns when the table is first replicated; columns the source adds later are added.").Optional(),
+				service.NewStringListField(fieldTExclude).Description("Source columns never replicated.").Optional(),
+				service.NewStringMapField(fieldTNames).Description("Source column name → ClickHouse column name.").Optional(),
+				service.NewStringMapField(fieldTTypes).Description("Source column name → ClickHouse type replacing the mapped one (e.g. `String`, `Nullable(Decimal(20, 4))`).").Optional(),
+				service.NewStringListField(fieldTOrderBy).Description("ClickHouse columns of the sorting key instead of the replica identity key; they must identify a row and be NOT NULL.").Optional(),
+				service.NewStringField(fieldTPartitionBy).Description("PARTITION BY expression, verbatim.").Optional(),
+				service.NewStringMapField(fieldTSettings).Description("Table SETTINGS.").Optional(),
+				service.NewStringEnumField(fieldTDrop, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).Description("What a DROP TABLE on the source does to this table.").Optional(),
+			).Description("Per-table settings, keyed by the source table's `schema.table`.").
+				Default(map[string]any{}),
+			service.NewStringEnumField(fieldDropStrategy, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).
+				Description("What a DROP TABLE on the source does on ClickHouse: `retain` keeps the table, `warn` keeps it and logs a warning, `drop` drops it.").
+				Default(string(clickhouse.DropRetain)),
+			service.NewIntField(fieldMaxInFlight).
+				Description("Inserts of different tables run in parallel up to this many; one table's rows and its schema events are never reordered.").
+				Default(4),
+			service.NewIntField(fieldBatchRows).
+				Description("A table's pending rows are inserted once they reach this many.").
+				Default(65536).Advanced(),
+			service.NewIntField(fieldBatchBytes).
+				Description("A table's pending rows are inserted once their values reach this many bytes.").
+				Default(16<<20).Advanced(),
+			service.NewObjectField(fieldRetry,
+				service.NewIntField(fieldRetryAttempts).Default(5),
+				service.NewDurationField(fieldRetryInitial).Default("250ms"),
+				service.NewDurationField(fieldRetryMax).Default("10s"),
+			).Description("Retries of an insert that failed for a transient reason (connection lost, timeout, too many parts); other errors stop at once. Past the attempts the batch fails and is redelivered from the session's durable state.").Advanced(),
+			service.NewDurationField(fieldInsertTimeout).
+				Description("Timeout of one insert.").
+				Default("30s").Advanced(),
+			service.NewStringField(fieldStateDir).
+				Description("Where the agreed table shapes are kept; empty means `clickhouse` under the session's state_dir.").
+				Default("").Advanced(),
+			service.NewBatchPolicyField(fieldBatching),
+		)
+}
+
+func init() {
+	err := service.RegisterBatchOutput("clickhouse_ddl", outputSpec(),
+		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
+			o, pol, err := newOutputFromConfig(conf, mgr)
+			// Batches are written one at a time, in the order the session
+			// delivers them: parallelism is across tables inside a batch.
+			return o, pol, 1, err
+		})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// settings are the parsed output config.
+type settings struct {
+	sessionLabel  string
+	conn          clickhouse.ConnConfig
+	database      string
+	drop          clickhouse.DropStrategy
+	maxInFlight   int
+	batchRows     int
+	batchBytes    int
+	retry         clickhouse.RetryPolicy
+	insertTimeout time.Duration
+	stateDir      string
+}
+
+func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*chOutput, service.BatchPolicy, error) {
+	var s settings
+	var err error
+	var pol service.BatchPolicy
+	str := func(name string) string {
+		if err == nil {
+			var v string
+			v, err = conf.FieldString(name)
+			return v
+		}
+		return ""
+	}
+	num := func(path ...string) int {
+		if err == nil {
+			var v int
+			v, err = conf.FieldInt(path...)
+			return v
+		}
+		return 0
+	}
+	dur := func(path ...string) time.Duration {
+		if err == nil {
+			var v time.Duration
+			v, err = conf.FieldDuration(path...)
+			return v
+		}
+		return 0
+	}
+	s.sessionLabel = str(config.FieldSession)
+	s.conn.DSN = str(fieldDSN)
+	s.database = str(fieldDatabase)
+	s.conn.Compression = str(fieldCompression)
+	s.drop = clickhouse.DropStrategy(str(fieldDropStrategy))
+	s.maxInFlight = num(fieldMaxInFlight)
+	s.batchRows = num(fieldBatchRows)
+	s.batchBytes = num(fieldBatchBytes)
+	s.retry.MaxAttempts = num(fieldRetry, fieldRetryAttempts)
+	s.retry.Initial = dur(fieldRetry, fieldRetryInitial)
+	s.retry.Max = dur(fieldRetry, fieldRetryMax)
+	s.insertTimeout = dur(fieldInsertTimeout)
+	s.stateDir = str(fieldStateDir)
+	if err != nil {
+		return nil, pol, err
+	}
+	if s.conn.DSN == "" {
+		return nil, pol, errors.New("dsn must name the ClickHouse server")
+	}
+	if s.maxInFlight < 1 || s.batchRows < 1 || s.batchBytes < 1 || s.retry.MaxAttempts < 1 {
+		return nil, pol, fmt.Errorf("%s, %s, %s and %s.%s must be at least 1", fieldMaxInFlight, fieldBatchRows, fieldBatchBytes, fieldRetry, fieldRetryAttempts)
+	}
+	if tlsConf, enabled, terr := conf.FieldTLSToggled(fieldTLS); terr != nil {
+		return nil, pol, terr
+	} else if enabled {
+		s.conn.TLS = tlsConf
+	}
+	include, err := conf.FieldStringList(fieldInclude)
+	if err != nil {
+		return nil, pol, err
+	}
+	exclude, err := conf.FieldStringList(fieldExclude)
+	if err != nil {
+		return nil, pol, err
+	}
+	tables, err := parseTables(conf)
+	if err != nil {
+		return nil, pol, err
+	}
+	sc, err := newScope(include, exclude, tables)
+	if err != nil {
+		return nil, pol, err
+	}
+	if pol, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
+		return nil, pol, err
+	}
+	var sess *session.Session
+	err = mgr.AccessCustomResource(context.Background(), config.ResourceType, s.sessionLabel, func(v any) {
+		sess, _ = v.(*session.Session)
+	})
+	if err != nil || sess == nil {
+		return nil, pol, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, s.sessionLabel, err)
+	}
+	if s.stateDir == "" {
+		s.stateDir = filepath.Join(sess.StateDir(), "clickhouse")
+	}
+	return newOutput(s, sc, sess, mgr), pol, nil
+}
+
+func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig, error) {
+	objs, err := conf.FieldObjectMap(fieldTables)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]clickhouse.TableConfig, len(objs))
+	for name, o := range objs {
+		var tc clickhouse.TableConfig
+		get := func(f string, dst *string) {
+			if err == nil && o.Contains(f) {
+				*dst, err = o.FieldString(f)
+			}
+		}
+		getList := func(f string, dst *[]string) {
+			if err == nil && o.Contains(f) {
+				*dst, err = o.FieldStringList(f)
+			}
+		}
+		getMap := func(f string, dst *map[string]string) {
+			if err == nil && o.Contains(f) {
+				*dst, err = o.FieldStringMap(f)
+			}
+		}
+		var drop string
+		var settingsMap map[string]string
+		get(fieldTDatabase, &tc.Database)
+		get(fieldTTable, &tc.Table)
+		getList(fieldTColumns, &tc.IncludeColumns)
+		getList(fieldTExclude, &tc.ExcludeColumns)
+		getMap(fieldTNames, &tc.ColumnNames)
+		getMap(fieldTTypes, &tc.Types)
+		getList(fieldTOrderBy, &tc.OrderBy)
+		get(fieldTPartitionBy, &tc.PartitionBy)
+		getMap(fieldTSettings, &settingsMap)
+		get(fieldTDrop, &drop)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", fieldTables, name, err)
+		}
+		tc.DropStrategy = clickhouse.DropStrategy(drop)
+		for _, k := range sortedKeys(settingsMap) {
+			tc.Settings = append(tc.Settings, clickhouse.Setting{Name: k, Value: settingsMap[k]})
+		}
+		out[name] = tc
+	}
+	return out, nil
+}
+
+// chOutput is the clickhouse_ddl output.
+type chOutput struct {
+	s     settings
+	scope *scope
+	sess  sessionView
+	log   *service.Logger
+	m     *outputMetrics
+
+	mu     sync.Mutex // one WriteBatch at a time; guards everything below
+	conn   *clickhouse.Conn
+	store  *clickhouse.Store
+	tables map[uint32]*tableState // by relation oid, for relations in the store
+	shapes map[shapeKey]*rowShape // descriptor versions already looked up
+	ready  bool                   // start-up reconciliation done
+}
+
+// sessionView is what the output needs of the session: the descriptor log
+// (relation shapes by version) and where to keep its own state.
+type sessionView interface {
+	DescLog() *desclog.Log
+	StateDir() string
+}
+
+func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {
+	return &chOutput{s: s, scope: sc, sess: sess, log: mgr.Logger(), m: newOutputMetrics(mgr.Metrics()),
+		tables: map[uint32]*tableState{}}
+}
+
+// Connect opens ClickHouse and the baseline store, then reconciles every
+// table in scope once the session has its descriptor log.
+func (o *chOutput) Connect(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn == nil {
+		conn, err := clickhouse.Open(ctx, o.s.conn)
+		if err != nil {
+			return fmt.Errorf("connecting to ClickHouse: %w", err)
+		}
+		o.conn = conn
+		o.log.Infof("ClickHouse %s: rendering for its dialect", conn.Dialect().Version)
+	}
+	if o.store == nil {
+		st, err := clickhouse.OpenStore(o.s.stateDir)
+		if err != nil {
+			return fmt.Errorf("opening the agreed table shapes: %w", err)
+		}
+		o.store = st
+	}
+	if !o.ready {
+		if err := o.reconcileAll(ctx); err != nil {
+			return err
+		}
+		o.ready = true
+	}
+	return nil
+}
+
+// Close releases the connection.
+func (o *chOutput) Close(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn != nil {
+		err := o.conn.Close()
+		o.conn = nil
+		o.ready = false
+		return err
+	}
+	return nil
+}

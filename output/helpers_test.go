@@ -1,0 +1,221 @@
+package output_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	// The none buffer and other core components a full config names.
+	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	_ "github.com/walshadow/walshadow/input"
+	_ "github.com/walshadow/walshadow/output"
+	_ "github.com/walshadow/walshadow/processor"
+
+	"github.com/walshadow/walshadow/internal/chcompare"
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// rig is one test's servers and state: a source, a ClickHouse, the bridge
+// module and a walshadow state directory.
+type rig struct {
+	src        *testrig.Postgres
+	ch         *testrig.ClickHouse
+	bridgeDir  string
+	stateDir   string
+	slot       string
+	shadowPort int
+}
+
+func newRig(t *testing.T, opts ...testrig.PGOption) *rig {
+	t.Helper()
+	src := testrig.StartPostgres(t, opts...)
+	return &rig{src: src, ch: testrig.StartClickHouse(t), bridgeDir: testrig.BuildPgext(t, src.BinDir()),
+		stateDir: testrig.NewStateDir(t, src), slot: "walshadow_ch", shadowPort: testrig.FreePort(t)}
+}
+
+// dsn is the ClickHouse DSN the output uses.
+func (r *rig) dsn() string { return "clickhouse://default:@" + r.ch.NativeAddr() + "/default" }
+
+// yaml is the reference pipeline with outputYAML (indented under
+// clickhouse_ddl:) as the output's extra settings.
+func (r *rig) yaml(outputYAML string) string {
+	return fmt.Sprintf(`
+http: { enabled: false }
+logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }
+walshadow:
+  - label: main
+    source_dsn: %q
+    state_dir: %q
+    slot: { name: %s }
+    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
+    status_interval: 1s
+input:
+  pg_physical_wal:
+    session: main
+pipeline:
+  threads: 1
+  processors:
+    - walshadow_decode:
+        session: main
+output:
+  clickhouse_ddl:
+    session: main
+    dsn: %q
+    database: walshadow_test
+%s
+`, r.src.DSN(), r.stateDir, r.slot, r.src.BinDir(), testrig.ServerOSUser(), r.shadowPort, r.bridgeDir, r.dsn(), indent(outputYAML, "    "))
+}
+
+func indent(s, prefix string) string {
+	if strings.TrimSpace(s) == "" {
+		return ""
+	}
+	lines := strings.Split(strings.Trim(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// running is a started stream.
+type running struct {
+	stream *service.Stream
+	done   chan error
+}
+
+// start builds and runs the pipeline and waits until it streams.
+func (r *rig) start(t *testing.T, outputYAML string) *running {
+	t.Helper()
+	b := service.NewStreamBuilder()
+	// The default schema knows no custom resources.
+	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
+	yaml := r.yaml(outputYAML)
+	if err := b.SetYAML(yaml); err != nil {
+		t.Fatalf("pipeline config: %v\n%s", err, yaml)
+	}
+	stream, err := b.Build()
+	if err != nil {
+		t.Fatalf("building the stream: %v", err)
+	}
+	run := &running{stream: stream, done: make(chan error, 1)}
+	go func() { run.done <- stream.Run(context.Background()) }()
+	t.Cleanup(func() { run.stop(t) })
+	testrig.WaitSlotActive(t, r.src, r.slot, run.done)
+	return run
+}
+
+func (run *running) stop(t *testing.T) {
+	if run.stream == nil {
+		return
+	}
+	if err := run.stream.StopWithin(time.Minute); err != nil {
+		t.Logf("stopping the stream: %v", err)
+	}
+	run.stream = nil
+}
+
+// chTable is the ClickHouse table a source table lands in by default.
+func chTable(schema, table string) string {
+	return clickhouse.QuoteQualified(clickhouse.DefaultTarget("walshadow_test", schema, table))
+}
+
+// waitCH polls a ClickHouse query until it returns want (trimmed).
+func (r *rig) waitCH(t *testing.T, run *running, sql, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got string
+	for time.Now().Before(deadline) {
+		out, err := r.ch.Query(context.Background(), sql)
+		got = strings.TrimSpace(out)
+		if err == nil && got == want {
+			return
+		}
+		if run != nil {
+			select {
+			case err := <-run.done:
+				t.Fatalf("the stream stopped while waiting for %q: %v", sql, err)
+			default:
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: got %q, want %q after %s", sql, got, want, timeout)
+}
+
+// compareAll compares every table of the source's public schema with its
+// ClickHouse table through the agreed mappings in the output's store (the
+// stream must be stopped: the store is read from disk).
+func (r *rig) compareAll(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	store, err := clickhouse.OpenStore(filepath.Join(r.stateDir, "clickhouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: r.dsn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pg := r.src.Connect(t)
+	rows, err := pg.Query(ctx, `SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY c.relname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rel struct {
+		oid  uint32
+		name string
+	}
+	var rels []rel
+	for rows.Next() {
+		var x rel
+		if err := rows.Scan(&x.oid, &x.name); err != nil {
+			t.Fatal(err)
+		}
+		rels = append(rels, x)
+	}
+	rows.Close()
+	if len(rels) == 0 {
+		t.Fatal("no source tables to compare")
+	}
+	for _, rl := range rels {
+		a := store.Get(rl.oid)
+		if a == nil {
+			t.Errorf("public.%s (oid %d) has no agreed ClickHouse table", rl.name, rl.oid)
+			continue
+		}
+		tbl := chcompare.Table{Source: fmt.Sprintf("%q.%q", "public", rl.name), Target: a.Target, Key: a.OrderBy}
+		shape := map[int16]int{}
+		for i, c := range a.Shape {
+			shape[c.Num] = i
+		}
+		for _, mc := range a.Columns {
+			i, ok := shape[mc.Attnum]
+			if !ok {
+				t.Fatalf("public.%s: mapped attnum %d not in the agreed shape", rl.name, mc.Attnum)
+			}
+			tbl.Columns = append(tbl.Columns, chcompare.Column{Source: a.Shape[i], Spec: mc.Spec})
+		}
+		live := r.src.QueryInt(t, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", rl.oid)
+		if int(live) != len(tbl.Columns) {
+			t.Errorf("public.%s: %d source columns, %d replicated", rl.name, live, len(tbl.Columns))
+		}
+		diffs, err := chcompare.Compare(ctx, pg, conn.Native(), tbl, 20)
+		if err != nil {
+			t.Errorf("comparing public.%s: %v", rl.name, err)
+			continue
+		}
+		for _, d := range diffs {
+			t.Errorf("public.%s: %s", rl.name, d)
+		}
+		t.Logf("public.%s: %d source rows compared, %d differences", rl.name, r.src.QueryInt(t, fmt.Sprintf("SELECT count(*) FROM %s", tbl.Source)), len(diffs))
+	}
+}

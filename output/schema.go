@@ -1,0 +1,285 @@
+package output
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/processor"
+)
+
+// defaultDatabase is the target database of tables without their own.
+func (o *chOutput) defaultDatabase() string {
+	if o.s.database != "" {
+		return o.s.database
+	}
+	return o.conn.Database()
+}
+
+// targetOf is where a relation without an agreement would land.
+func (o *chOutput) targetOf(schema, table string) clickhouse.Target {
+	cfg := o.scope.config(schema, table)
+	t := clickhouse.DefaultTarget(o.defaultDatabase(), schema, table)
+	if cfg.Database != "" {
+		t.Database = cfg.Database
+	}
+	if cfg.Table != "" {
+		t.Table = cfg.Table
+	}
+	return t
+}
+
+// table returns the state of a relation, agreeing on it first when the
+// store has no agreement yet (its first sight: a table that existed before
+// walshadow started, or one whose Added event was before the resume point).
+func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor) (*tableState, error) {
+	if ts := o.tables[d.Oid]; ts != nil {
+		return ts, nil
+	}
+	if a := o.store.Get(d.Oid); a != nil {
+		ts := newTableState(o.conn.Dialect(), a)
+		o.tables[d.Oid] = ts
+		return ts, nil
+	}
+	if err := o.agree(ctx, d, "first sight"); err != nil {
+		return nil, err
+	}
+	ts := o.tables[d.Oid]
+	if ts == nil {
+		return nil, fmt.Errorf("relation %s.%s (oid %d): no agreement after reconciling", d.Namespace, d.Name, d.Oid)
+	}
+	return ts, nil
+}
+
+// agree runs the reconciliation of one relation with shape d: the decision
+// is clickhouse.Reconcile's, from the configuration, the durable agreement
+// and what ClickHouse holds now; the new agreement is stored only after its
+// statements succeeded.
+func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, why string) error {
+	prev := o.store.Get(d.Oid)
+	target := o.targetOf(d.Namespace, d.Name)
+	if prev != nil {
+		target = prev.Target
+	} else if err := o.evictRetained(ctx, d, target); err != nil {
+		return err
+	}
+	ch, err := o.conn.Table(ctx, target)
+	if err != nil {
+		return fmt.Errorf("reading %s from ClickHouse: %w", clickhouse.QuoteQualified(target), err)
+	}
+	plan, err := clickhouse.Reconcile(o.conn.Dialect(), o.defaultDatabase(), o.scope.config(d.Namespace, d.Name), prev, ch, d)
+	if err != nil {
+		o.m.ddlRefused.Incr(1, "reconcile")
+		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, err)
+	}
+	if len(plan.Refused) > 0 {
+		o.m.ddlRefused.Incr(int64(len(plan.Refused)), "type_change")
+		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, errors.Join(plan.Refused...))
+	}
+	if err := o.execAll(ctx, plan.Statements); err != nil {
+		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, err)
+	}
+	for _, n := range plan.Notes {
+		o.log.Infof("%s.%s: %s", d.Namespace, d.Name, n)
+	}
+	if plan.Agreed == nil {
+		return fmt.Errorf("reconciling %s.%s: no agreement", d.Namespace, d.Name)
+	}
+	if err := o.store.Put(plan.Agreed); err != nil {
+		return fmt.Errorf("recording the agreed shape of %s.%s: %w", d.Namespace, d.Name, err)
+	}
+	o.tables[d.Oid] = newTableState(o.conn.Dialect(), plan.Agreed)
+	return nil
+}
+
+// evictRetained: a retained table of a relation dropped on the source is
+// moved aside when a new relation claims its name, so the new table never
+// shows the old one's rows. Two live relations on one target are refused.
+func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, target clickhouse.Target) error {
+	for _, a := range o.store.All() {
+		if a.Oid == d.Oid || a.Target != target {
+			continue
+		}
+		if !a.Dropped {
+			return fmt.Errorf("%s.%s (oid %d) and %s.%s (oid %d) would both be written to %s: set a target table for one of them under %s",
+				d.Namespace, d.Name, d.Oid, a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(target), fieldTables)
+		}
+		aside := clickhouse.Target{Database: target.Database, Table: fmt.Sprintf("%s__dropped_%d", target.Table, a.Oid)}
+		sql := fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(aside))
+		if ch, err := o.conn.Table(ctx, target); err != nil {
+			return err
+		} else if ch.Exists {
+			if err := o.execAll(ctx, []string{sql}); err != nil {
+				return fmt.Errorf("moving the retained table of dropped %s.%s aside: %w", a.Schema, a.Table, err)
+			}
+			o.log.Infof("%s: retained table of dropped %s.%s (oid %d) renamed to %s for the new relation", clickhouse.QuoteQualified(target), a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(aside))
+		}
+		a.Target = aside
+		if err := o.store.Put(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *chOutput) execAll(ctx context.Context, stmts []string) error {
+	for _, s := range stmts {
+		if err := o.conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(s), err)
+		}
+		o.m.ddlApplied.Incr(1, ddlKind(s))
+		o.log.Debugf("ClickHouse DDL: %s", s)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// ddlKind labels a statement for the DDL counter.
+func ddlKind(s string) string {
+	for _, k := range []string{"CREATE DATABASE", "CREATE TABLE", "ADD COLUMN", "RENAME COLUMN", "DROP COLUMN", "TRUNCATE", "DROP TABLE", "RENAME TABLE"} {
+		if strings.Contains(s, k) {
+			return strings.ToLower(strings.ReplaceAll(k, " ", "_"))
+		}
+	}
+	return "other"
+}
+
+// applyEvent applies a schema event after every earlier row is durable.
+func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change) error {
+	event, _ := m.MetaGet(processor.MetaEvent)
+	log := o.sess.DescLog()
+	if log == nil {
+		return errors.New("the session's descriptor log is not open")
+	}
+	switch event {
+	case desclog.EventAdded.String(), desclog.EventChanged.String():
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, c.oid, c.lsn)
+		if l.Result != desclog.Present || l.Desc == nil {
+			return fmt.Errorf("schema event %s of relation %d at %s: no shape in the descriptor log (%v)", event, c.oid, c.lsn, l.Result)
+		}
+		d := l.Desc
+		if !o.scope.in(d.Namespace, d.Name) || !replicable(d) {
+			return nil
+		}
+		if prev := o.store.Get(d.Oid); prev != nil && prev.ValidFrom >= c.lsn {
+			return nil // the agreement already includes this change (a replay)
+		}
+		return o.agree(ctx, d, event+" at "+c.lsn.String())
+	case desclog.EventDropped.String():
+		prev := o.store.Get(c.oid)
+		if prev == nil || prev.Dropped {
+			return nil
+		}
+		cfg := o.scope.config(prev.Schema, prev.Table)
+		strategy := cfg.DropStrategy
+		if strategy == "" {
+			strategy = o.s.drop
+		}
+		stmts, next, note := clickhouse.PlanDrop(strategy, prev)
+		if err := o.execAll(ctx, stmts); err != nil {
+			return fmt.Errorf("dropped %s.%s at %s: %w", prev.Schema, prev.Table, c.lsn, err)
+		}
+		if note != "" {
+			if strategy == clickhouse.DropWarn {
+				o.log.Warnf("%s.%s: %s", prev.Schema, prev.Table, note)
+			} else {
+				o.log.Infof("%s.%s: %s", prev.Schema, prev.Table, note)
+			}
+		}
+		delete(o.tables, c.oid)
+		if next == nil {
+			return o.store.Delete(c.oid)
+		}
+		return o.store.Put(next)
+	}
+	return nil // other events (none today) carry nothing for ClickHouse
+}
+
+// applyTruncate empties a table after every earlier row is durable.
+func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
+	shape, err := o.shapeOf(c.oid, c.version)
+	if err != nil {
+		return fmt.Errorf("truncate at %s: %w", c.lsn, err)
+	}
+	if !shape.inScope {
+		return nil
+	}
+	ts, err := o.table(ctx, shape.desc)
+	if err != nil {
+		return err
+	}
+	return o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed))
+}
+
+// reconcileAll agrees on every relation in scope at start: tables missing
+// on ClickHouse are created (and columns dropped there re-added), tables
+// never seen get their first agreement. Changes made on the source while
+// walshadow was down arrive as schema events from the stream.
+func (o *chOutput) reconcileAll(ctx context.Context) error {
+	log, err := o.waitDescLog(ctx)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, d := range log.ActivePresent() {
+		if !replicable(d) || !o.scope.in(d.Namespace, d.Name) {
+			continue
+		}
+		seen[qualified(d.Namespace, d.Name)] = true
+		if err := o.agree(ctx, d, "start"); err != nil {
+			return err
+		}
+	}
+	var missing []string
+	for name := range o.scope.tables {
+		if !seen[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	for _, name := range missing {
+		o.log.Warnf("%s.%s is configured but is not a table of the source (yet)", fieldTables, name)
+	}
+	return nil
+}
+
+// waitDescLog waits for the session (started by the input) to open its
+// descriptor log.
+func (o *chOutput) waitDescLog(ctx context.Context) (*desclog.Log, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if log := o.sess.DescLog(); log != nil && log.Seeded() {
+			return log, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the walshadow session has not opened its descriptor log yet (is the pg_physical_wal input of the same session running?)")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

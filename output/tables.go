@@ -1,0 +1,106 @@
+package output
+
+import (
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+)
+
+// tableState is one replicated relation as the output writes it: derived
+// entirely from its durable agreement (the store's Agreed), rebuilt whenever
+// that changes, plus the rows not yet inserted.
+type tableState struct {
+	agreed   *clickhouse.Agreed
+	label    string                    // `db`.`table`, for metrics and errors
+	cols     []clickhouse.ColumnSpec   // the insert's column list: mapped, then synthetic
+	byAttnum map[int16]int             // mapped source attnum → index in cols
+	shape    map[int16]*desclog.Column // the agreed source shape by attnum
+	keyIdx   []int                     // indexes in cols of the sorting key
+	lsnIdx   int
+	xidIdx   int
+	tsIdx    int
+	delIdx   int
+
+	rows  [][]any
+	bytes int
+}
+
+func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
+	ts := &tableState{agreed: a, label: clickhouse.QuoteQualified(a.Target),
+		byAttnum: make(map[int16]int, len(a.Columns)), shape: make(map[int16]*desclog.Column, len(a.Shape))}
+	byName := map[string]int{}
+	for i, mc := range a.Columns {
+		ts.byAttnum[mc.Attnum] = i
+		ts.cols = append(ts.cols, mc.Spec)
+		byName[mc.Spec.Name] = i
+	}
+	for i := range a.Shape {
+		ts.shape[a.Shape[i].Num] = &a.Shape[i]
+	}
+	for _, name := range a.OrderBy {
+		if i, ok := byName[name]; ok {
+			ts.keyIdx = append(ts.keyIdx, i)
+		}
+	}
+	base := len(ts.cols)
+	ts.cols = append(ts.cols, clickhouse.SyntheticColumns(d)...)
+	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx = base, base+1, base+2, base+3
+	return ts
+}
+
+// deleted reports whether a pending row is a delete marker.
+func (ts *tableState) deleted(row []any) bool {
+	v, _ := row[ts.delIdx].(uint8)
+	return v == 1
+}
+
+func (ts *tableState) rowLSN(row []any) uint64 {
+	v, _ := row[ts.lsnIdx].(uint64)
+	return v
+}
+
+// sameKey reports whether two rows have equal sorting-key values (false
+// for a table without a key: its rows are a change log).
+func (ts *tableState) sameKey(a, b []any) bool {
+	if len(ts.keyIdx) == 0 {
+		return false
+	}
+	for _, i := range ts.keyIdx {
+		if !equalValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// findLatest returns the newest pending row with key's values (a row of
+// the same shape as the pending ones), skipping the delete marker at
+// skipLSN (the first half of a key-changing update being written).
+func (ts *tableState) findLatest(key []any, skipLSN uint64) []any {
+	for r := len(ts.rows) - 1; r >= 0; r-- {
+		row := ts.rows[r]
+		if ts.sameKey(row, key) && !(ts.deleted(row) && ts.rowLSN(row) == skipLSN) {
+			return row
+		}
+	}
+	return nil
+}
+
+// add appends a row. An upsert right after a delete marker of the same key
+// at the same LSN (REPLICA IDENTITY FULL logs every update as the pair)
+// replaces the marker: both would carry the same version, and which of two
+// equal versions ReplacingMergeTree keeps is not specified.
+func (ts *tableState) add(row []any, size int) {
+	if n := len(ts.rows); n > 0 && !ts.deleted(row) {
+		last := ts.rows[n-1]
+		if ts.deleted(last) && ts.rowLSN(last) == ts.rowLSN(row) && ts.sameKey(last, row) {
+			ts.rows = ts.rows[:n-1]
+		}
+	}
+	ts.rows = append(ts.rows, row)
+	ts.bytes += size
+}
+
+func (ts *tableState) reset() {
+	ts.rows = nil
+	ts.bytes = 0
+}

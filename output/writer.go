@@ -1,0 +1,508 @@
+package output
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/shopspring/decimal"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/processor"
+)
+
+// change is one row message's parsed metadata.
+type change struct {
+	op         string
+	oid        uint32
+	lsn        wal.LSN
+	version    wal.LSN
+	xid        uint32
+	commitTime time.Time
+	keyChanged bool
+	omitted    []string // unchanged TOAST columns left out of the payload
+}
+
+func parseChange(m *service.Message) (c change, err error) {
+	meta := func(k string) string { v, _ := m.MetaGet(k); return v }
+	c.op = meta(processor.MetaOperation)
+	oid, err := strconv.ParseUint(meta(processor.MetaRelationOid), 10, 32)
+	if err != nil {
+		return c, fmt.Errorf("metadata %s: %w (is walshadow_decode before this output?)", processor.MetaRelationOid, err)
+	}
+	c.oid = uint32(oid)
+	if c.lsn, err = wal.ParseLSN(meta(processor.MetaLSN)); err != nil {
+		return c, fmt.Errorf("metadata %s: %w", processor.MetaLSN, err)
+	}
+	if c.op == processor.OperationSchema {
+		return c, nil
+	}
+	if c.version, err = wal.ParseLSN(meta(processor.MetaDescVersion)); err != nil {
+		return c, fmt.Errorf("metadata %s: %w", processor.MetaDescVersion, err)
+	}
+	xid, err := strconv.ParseUint(meta(processor.MetaXID), 10, 32)
+	if err != nil {
+		return c, fmt.Errorf("metadata %s: %w", processor.MetaXID, err)
+	}
+	c.xid = uint32(xid)
+	if c.commitTime, err = time.Parse(time.RFC3339Nano, meta(processor.MetaCommitTime)); err != nil {
+		return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitTime, err)
+	}
+	c.keyChanged = meta(processor.MetaKeyChanged) == "true"
+	if s := meta(processor.MetaUnchangedToast); s != "" {
+		c.omitted = strings.Split(s, ",")
+	}
+	return c, nil
+}
+
+// WriteBatch applies one batch: rows into their tables' pending blocks,
+// schema events and truncates behind a barrier, and every block inserted
+// before it returns (only then is the batch acknowledged).
+func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn == nil || !o.ready {
+		return service.ErrNotConnected
+	}
+	err := o.writeBatch(ctx, batch)
+	if err != nil {
+		// Nothing of this batch is acknowledged: drop what is pending and
+		// rebuild table state from the durable agreements on the next try.
+		o.tables = map[uint32]*tableState{}
+		return err
+	}
+	return nil
+}
+
+func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) error {
+	var last time.Time
+	var prev *service.Message
+	var prevChange change
+	for _, m := range batch {
+		if err := m.GetError(); err != nil {
+			// An earlier processor failed on it: nothing of this batch may
+			// count as written (the session restarts from its resume point).
+			return fmt.Errorf("a message reached the output with a processing error: %w", err)
+		}
+		c, err := parseChange(m)
+		if err != nil {
+			return err
+		}
+		switch c.op {
+		case processor.OperationSchema:
+			if err := o.flushAll(ctx); err != nil {
+				return err
+			}
+			if err := o.applyEvent(ctx, m, c); err != nil {
+				return err
+			}
+		case processor.OperationTruncate:
+			if err := o.flushAll(ctx); err != nil {
+				return err
+			}
+			if err := o.applyTruncate(ctx, c); err != nil {
+				return err
+			}
+			last = c.commitTime
+		case processor.OperationInsert, processor.OperationUpdate, processor.OperationDelete:
+			var pair *service.Message
+			if c.keyChanged && prev != nil && prevChange.op == processor.OperationDelete &&
+				prevChange.oid == c.oid && prevChange.lsn == c.lsn {
+				pair = prev
+			}
+			if err := o.addRow(ctx, m, c, pair); err != nil {
+				return err
+			}
+			last = c.commitTime
+		default:
+			return fmt.Errorf("message at %s: unknown %s %q", c.lsn, processor.MetaOperation, c.op)
+		}
+		prev, prevChange = m, c
+	}
+	if err := o.flushAll(ctx); err != nil {
+		return err
+	}
+	if !last.IsZero() {
+		o.m.lag.Set(time.Since(last).Milliseconds())
+	}
+	return nil
+}
+
+// rowShape is a row's source shape: its descriptor version, resolved once.
+type rowShape struct {
+	desc    *desclog.Descriptor
+	attnums map[string]int16
+	inScope bool
+}
+
+type shapeKey struct {
+	oid     uint32
+	version wal.LSN
+}
+
+// shapeOf returns the descriptor a row was decoded with. Descriptors in
+// the log are immutable, so the memo only saves the lookup.
+func (o *chOutput) shapeOf(oid uint32, version wal.LSN) (*rowShape, error) {
+	k := shapeKey{oid, version}
+	if s := o.shapes[k]; s != nil {
+		return s, nil
+	}
+	log := o.sess.DescLog()
+	if log == nil {
+		return nil, errors.New("the session's descriptor log is not open")
+	}
+	l := log.DescriptorByOidInDBAt(log.Identity().DbOid, oid, version)
+	if l.Result != desclog.Present || l.Desc == nil {
+		return nil, fmt.Errorf("relation %d has no shape at descriptor version %s in the descriptor log (%v)", oid, version, l.Result)
+	}
+	s := &rowShape{desc: l.Desc, attnums: make(map[string]int16, len(l.Desc.Columns)),
+		inScope: o.scope.in(l.Desc.Namespace, l.Desc.Name) && replicable(l.Desc)}
+	for _, c := range l.Desc.Columns {
+		if !c.Dropped {
+			s.attnums[c.Name] = c.Num
+		}
+	}
+	if o.shapes == nil {
+		o.shapes = map[shapeKey]*rowShape{}
+	}
+	o.shapes[k] = s
+	return s, nil
+}
+
+// replicable: ordinary tables and partitions hold rows; partitioned
+// parents, views, matviews and toast relations do not get a table.
+func replicable(d *desclog.Descriptor) bool { return d.Kind == 'r' }
+
+// addRow converts one row change into its table's pending block. pair is
+// the delete half of a key-changing update when m is its update half.
+func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pair *service.Message) error {
+	shape, err := o.shapeOf(c.oid, c.version)
+	if err != nil {
+		return fmt.Errorf("%s at %s: %w", c.op, c.lsn, err)
+	}
+	if !shape.inScope {
+		return nil
+	}
+	ts, err := o.table(ctx, shape.desc)
+	if err != nil {
+		return err
+	}
+	payload, err := m.AsStructured()
+	if err != nil {
+		return fmt.Errorf("%s of %s at %s: payload: %w", c.op, ts.label, c.lsn, err)
+	}
+	fields, ok := payload.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s of %s at %s: payload is %T, not an object of columns", c.op, ts.label, c.lsn, payload)
+	}
+	row := make([]any, len(ts.cols))
+	filled := make([]bool, len(ts.cols))
+	size := 0
+	for name, v := range fields {
+		idx, err := o.columnIndex(ts, shape, c, name)
+		if err != nil {
+			return err
+		}
+		if idx < 0 {
+			continue
+		}
+		cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
+		if err != nil {
+			return fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[idx].Name, err)
+		}
+		row[idx], filled[idx] = cv, true
+		size += valueSize(cv)
+	}
+	isDelete := c.op == processor.OperationDelete
+	if isDelete {
+		for _, i := range ts.keyIdx {
+			if !filled[i] {
+				return fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.cols[i].Name)
+			}
+		}
+		for i := range ts.agreed.Columns {
+			if !filled[i] {
+				zero, err := clickhouse.ConvertValue(ts.cols[i], clickhouse.Zero)
+				if err != nil {
+					return fmt.Errorf("delete of %s at %s: column %s: %w", ts.label, c.lsn, ts.cols[i].Name, err)
+				}
+				row[i], filled[i] = zero, true
+			}
+		}
+	}
+	if len(c.omitted) > 0 && !isDelete {
+		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair); err != nil {
+			return err
+		}
+	}
+	for i, mc := range ts.agreed.Columns {
+		if filled[i] {
+			continue
+		}
+		v, err := o.absentValue(ts, shape, c, mc)
+		if err != nil {
+			return err
+		}
+		row[i] = v
+	}
+	row[ts.lsnIdx] = uint64(c.lsn)
+	row[ts.xidIdx] = c.xid
+	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {
+		row[ts.tsIdx] = c.commitTime.UTC()
+	} else {
+		row[ts.tsIdx] = uint64(c.commitTime.UnixMicro())
+	}
+	if isDelete {
+		row[ts.delIdx] = uint8(1)
+	} else {
+		row[ts.delIdx] = uint8(0)
+	}
+	ts.add(row, size+24)
+	if len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes {
+		return o.flush(ctx, ts)
+	}
+	return nil
+}
+
+// columnIndex maps a payload column (named as in the row's shape) to its
+// index in the insert, or -1 when it is not replicated.
+func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name string) (int, error) {
+	attnum, ok := shape.attnums[name]
+	if !ok {
+		return 0, fmt.Errorf("%s of %s at %s: column %q is not in the relation's shape at version %s", c.op, ts.label, c.lsn, name, c.version)
+	}
+	if idx, ok := ts.byAttnum[attnum]; ok {
+		return idx, nil
+	}
+	if _, known := ts.shape[attnum]; known {
+		return -1, nil // excluded by configuration
+	}
+	if ts.agreed.ValidFrom > c.lsn {
+		// The agreement is newer than this row (a replay after a restart):
+		// the column was dropped since.
+		return -1, nil
+	}
+	return 0, fmt.Errorf("%s of %s at %s: column %q (attnum %d) is not in the agreed shape (version %s): a schema change was not applied", c.op, ts.label, c.lsn, name, attnum, ts.agreed.ValidFrom)
+}
+
+// absentValue is the value of a mapped column the row does not carry: the
+// row was written before the column existed (a replay older than the
+// agreement), so PostgreSQL reads it as the column's missing value.
+func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc clickhouse.MappedColumn) (any, error) {
+	for _, col := range shape.desc.Columns {
+		if col.Num == mc.Attnum && !col.Dropped {
+			return nil, fmt.Errorf("%s of %s at %s: the payload has no value for column %q", c.op, ts.label, c.lsn, col.Name)
+		}
+	}
+	src := ts.shape[mc.Attnum]
+	var v any
+	if src != nil && src.HasMissing && src.Missing != nil {
+		v = *src.Missing
+	}
+	cv, err := clickhouse.ConvertValue(mc.Spec, v)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s at %s: column %s (added after the row was written): %w", c.op, ts.label, c.lsn, mc.Spec.Name, err)
+	}
+	return cv, nil
+}
+
+// carryUnchanged fills the unchanged TOAST columns of an update: from the
+// delete half of its pair when that carried them (REPLICA IDENTITY FULL
+// logs the whole old row), else from the newest earlier row of the key,
+// pending here or on ClickHouse. A value found nowhere stops the output:
+// writing anything else would be a guess.
+func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, row []any, filled []bool, pair *service.Message) error {
+	var want []int
+	for _, name := range c.omitted {
+		idx, err := o.columnIndex(ts, shape, c, name)
+		if err != nil {
+			return err
+		}
+		if idx >= 0 && !filled[idx] {
+			want = append(want, idx)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if pair != nil {
+		if old, err := pair.AsStructured(); err == nil {
+			if fields, ok := old.(map[string]any); ok {
+				rest := want[:0]
+				names := make(map[int16]string, len(shape.attnums))
+				for n, a := range shape.attnums {
+					names[a] = n
+				}
+				for _, idx := range want {
+					v, ok := fields[names[ts.agreed.Columns[idx].Attnum]]
+					if !ok {
+						rest = append(rest, idx)
+						continue
+					}
+					cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
+					if err != nil {
+						return fmt.Errorf("update of %s at %s: column %s from the old row: %w", ts.label, c.lsn, ts.cols[idx].Name, err)
+					}
+					row[idx], filled[idx] = cv, true
+				}
+				want = rest
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if len(ts.keyIdx) == 0 {
+		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and the table has no key to read it back by", ts.label, c.lsn, ts.cols[want[0]].Name)
+	}
+	key := make([]any, len(ts.cols))
+	if pair != nil {
+		// The old key: the delete half is the newest pending row.
+		if n := len(ts.rows); n > 0 && ts.deleted(ts.rows[n-1]) && ts.rowLSN(ts.rows[n-1]) == uint64(c.lsn) {
+			copy(key, ts.rows[n-1])
+		} else {
+			return fmt.Errorf("update of %s at %s: the old key of the key-changing update is not pending", ts.label, c.lsn)
+		}
+	} else {
+		for _, i := range ts.keyIdx {
+			key[i] = row[i]
+		}
+	}
+	if prior := ts.findLatest(key, uint64(c.lsn)); prior != nil {
+		if ts.deleted(prior) {
+			return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key whose newest row is a delete", ts.label, c.lsn, ts.cols[want[0]].Name)
+		}
+		for _, idx := range want {
+			row[idx], filled[idx] = prior[idx], true
+		}
+		return nil
+	}
+	o.m.toastLookups.Incr(1)
+	keySpecs := make([]clickhouse.ColumnSpec, len(ts.keyIdx))
+	keyVals := make([]any, len(ts.keyIdx))
+	for j, i := range ts.keyIdx {
+		keySpecs[j], keyVals[j] = ts.cols[i], key[i]
+	}
+	wantSpecs := make([]clickhouse.ColumnSpec, 0, len(want)+1)
+	for _, idx := range want {
+		wantSpecs = append(wantSpecs, ts.cols[idx])
+	}
+	wantSpecs = append(wantSpecs, ts.cols[ts.delIdx])
+	got, err := o.conn.LookupLatest(ctx, ts.agreed.Target, keySpecs, [][]any{keyVals}, wantSpecs)
+	if err != nil {
+		return fmt.Errorf("update of %s at %s: reading unchanged TOAST columns back: %w", ts.label, c.lsn, err)
+	}
+	if len(got) != 1 || got[0] == nil {
+		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and ClickHouse holds no earlier row of the key: refusing to write a guessed value", ts.label, c.lsn, ts.cols[want[0]].Name)
+	}
+	if del, _ := got[0][len(want)].(uint8); del == 1 {
+		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key ClickHouse holds as deleted", ts.label, c.lsn, ts.cols[want[0]].Name)
+	}
+	for j, idx := range want {
+		row[idx], filled[idx] = got[0][j], true
+	}
+	return nil
+}
+
+// flush inserts one table's pending rows.
+func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
+	if len(ts.rows) == 0 {
+		return nil
+	}
+	start := time.Now()
+	budget := o.s.insertTimeout*time.Duration(o.s.retry.MaxAttempts) + o.s.retry.Max*time.Duration(o.s.retry.MaxAttempts)
+	ictx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	err := o.conn.InsertRetrying(ictx, ts.agreed.Target, ts.cols, ts.rows, o.s.retry, func(attempt int, err error) {
+		o.m.retries.Incr(1)
+		o.log.Warnf("insert into %s failed (attempt %d), retrying: %v", ts.label, attempt, err)
+	})
+	if err != nil {
+		return err
+	}
+	o.m.insertLatency.Timing(time.Since(start).Nanoseconds())
+	o.m.inserts.Incr(1, ts.label)
+	o.m.rows.Incr(int64(len(ts.rows)), ts.label)
+	o.m.bytes.Incr(int64(ts.bytes), ts.label)
+	ts.reset()
+	return nil
+}
+
+// flushAll inserts every pending block, tables in parallel up to
+// max_in_flight.
+func (o *chOutput) flushAll(ctx context.Context) error {
+	var pending []*tableState
+	for _, ts := range o.tables {
+		if len(ts.rows) > 0 {
+			pending = append(pending, ts)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	if len(pending) == 1 || o.s.maxInFlight == 1 {
+		for _, ts := range pending {
+			if err := o.flush(ctx, ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sem := make(chan struct{}, o.s.maxInFlight)
+	var wg sync.WaitGroup
+	errs := make([]error, len(pending))
+	for i, ts := range pending {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = o.flush(ctx, ts)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// valueSize approximates a converted value's bytes for batch sealing.
+func valueSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x)
+	case *string:
+		if x != nil {
+			return len(*x)
+		}
+	case []byte:
+		return len(x)
+	}
+	return 8
+}
+
+// equalValue compares two converted values of one column (pointers by
+// what they point to, decimals numerically).
+func equalValue(a, b any) bool {
+	ra, rb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for ra.Kind() == reflect.Pointer && !ra.IsNil() {
+		ra = ra.Elem()
+	}
+	for rb.Kind() == reflect.Pointer && !rb.IsNil() {
+		rb = rb.Elem()
+	}
+	if !ra.IsValid() || !rb.IsValid() {
+		return ra.IsValid() == rb.IsValid()
+	}
+	if da, ok := ra.Interface().(decimal.Decimal); ok {
+		if db, ok := rb.Interface().(decimal.Decimal); ok {
+			return da.Equal(db)
+		}
+	}
+	return reflect.DeepEqual(ra.Interface(), rb.Interface())
+}
