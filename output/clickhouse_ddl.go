@@ -89,9 +89,13 @@ on servers without DateTime64) and `+"`_is_deleted UInt8`"+`, ordered by the
 replica identity key. Read a table as the source has it with
 `+"`SELECT ... FROM t FINAL WHERE _is_deleted = 0`"+`.
 
-A table without a key (REPLICA IDENTITY NOTHING, or FULL without a primary
-key) is a MergeTree change log unless `+"`order_by`"+` names columns that identify
-its rows.
+A table without a key (REPLICA IDENTITY FULL without a primary key, or
+NOTHING) is a MergeTree change log: every row image inserted, each delete as
+the deleted image with `+"`_is_deleted = 1`"+` (an update is both), so the table
+is the inserted images minus the deleted ones (duplicate rows included):
+`+"`SELECT cols FROM t GROUP BY cols HAVING sum(if(_is_deleted = 1, -1, 1)) > 0`"+`
+(the sum is each row's multiplicity). `+"`order_by`"+` naming columns that do
+identify its rows makes it a mirror instead.
 
 Schema changes: ADD COLUMN (with the default rows written before it read),
 RENAME COLUMN (kept under the old ClickHouse name on servers without RENAME

@@ -192,7 +192,8 @@ func (r *rig) compareAll(t *testing.T) {
 			t.Errorf("public.%s (oid %d) has no agreed ClickHouse table", rl.name, rl.oid)
 			continue
 		}
-		tbl := chcompare.Table{Source: fmt.Sprintf("%q.%q", "public", rl.name), Target: a.Target, Key: a.OrderBy}
+		tbl := chcompare.Table{Source: fmt.Sprintf("%q.%q", "public", rl.name), Target: a.Target, Key: a.OrderBy,
+			ChangeLog: len(a.OrderBy) == 0}
 		shape := map[int16]int{}
 		for i, c := range a.Shape {
 			shape[c.Num] = i

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
 )
 
@@ -39,7 +40,7 @@ func (o *chOutput) targetOf(schema, table string) clickhouse.Target {
 // table returns the state of a relation, agreeing on it first when the
 // store has no agreement yet (its first sight: a table that existed before
 // walshadow started, or one whose Added event was before the resume point).
-func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor) (*tableState, error) {
+func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor, version wal.LSN) (*tableState, error) {
 	if ts := o.tables[d.Oid]; ts != nil {
 		return ts, nil
 	}
@@ -48,7 +49,7 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor) (*tableStat
 		o.tables[d.Oid] = ts
 		return ts, nil
 	}
-	if err := o.agree(ctx, d, "first sight"); err != nil {
+	if err := o.agree(ctx, d, version, "first sight"); err != nil {
 		return nil, err
 	}
 	ts := o.tables[d.Oid]
@@ -62,7 +63,7 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor) (*tableStat
 // is clickhouse.Reconcile's, from the configuration, the durable agreement
 // and what ClickHouse holds now; the new agreement is stored only after its
 // statements succeeded.
-func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, why string) error {
+func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal.LSN, why string) error {
 	prev := o.store.Get(d.Oid)
 	target := o.targetOf(d.Namespace, d.Name)
 	if prev != nil {
@@ -91,6 +92,11 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, why string)
 	}
 	if plan.Agreed == nil {
 		return fmt.Errorf("reconciling %s.%s: no agreement", d.Namespace, d.Name)
+	}
+	// The agreement is on the shape valid from version: rows and events
+	// older than it are already reflected in it (a replay).
+	if version > plan.Agreed.ValidFrom {
+		plan.Agreed.ValidFrom = version
 	}
 	if err := o.store.Put(plan.Agreed); err != nil {
 		return fmt.Errorf("recording the agreed shape of %s.%s: %w", d.Namespace, d.Name, err)
@@ -177,7 +183,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if prev := o.store.Get(d.Oid); prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
 		}
-		return o.agree(ctx, d, event+" at "+c.lsn.String())
+		return o.agree(ctx, d, c.lsn, event+" at "+c.lsn.String())
 	case desclog.EventDropped.String():
 		prev := o.store.Get(c.oid)
 		if prev == nil || prev.Dropped {
@@ -217,7 +223,7 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if !shape.inScope {
 		return nil
 	}
-	ts, err := o.table(ctx, shape.desc)
+	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
 	}
@@ -239,7 +245,11 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			continue
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
-		if err := o.agree(ctx, d, "start"); err != nil {
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, log.CoveredThrough())
+		if l.Result != desclog.Present || l.Desc == nil {
+			continue // dropped or changed since the list was taken: its events come
+		}
+		if err := o.agree(ctx, l.Desc, l.ValidFrom, "start"); err != nil {
 			return err
 		}
 	}

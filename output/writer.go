@@ -191,7 +191,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if !shape.inScope {
 		return nil
 	}
-	ts, err := o.table(ctx, shape.desc)
+	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
 	}

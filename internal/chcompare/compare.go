@@ -41,6 +41,11 @@ type Table struct {
 	// Key holds the ClickHouse names of the columns that identify a row;
 	// empty matches whole rows (as a multiset).
 	Key []string
+	// ChangeLog says the ClickHouse table is the change log of a table
+	// without a key (MergeTree): every row image inserted, every delete
+	// as the deleted image with _is_deleted = 1. The table it holds is the
+	// multiset of inserted images minus the deleted ones.
+	ChangeLog bool
 }
 
 // row is one row's texts in Table.Columns order; nil is NULL.
@@ -148,12 +153,21 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 	}
 	q := "SELECT " + strings.Join(exprs, ", ") + " FROM " + target + " FINAL WHERE " +
 		clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " = 0"
+	if t.ChangeLog {
+		q = "SELECT " + strings.Join(exprs, ", ") + ", " + clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " FROM " + target
+	}
 	rows, err := ch.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
 	}
 	defer rows.Close()
 	types := rows.ColumnTypes()
+	var deleted uint8
+	if t.ChangeLog {
+		types = types[:len(types)-1]
+	}
+	counts := map[string]int{}
+	images := map[string]row{}
 	if len(types) != len(t.Columns) {
 		return nil, fmt.Errorf("reading ClickHouse table %s: %d columns returned for %d selected", target, len(types), len(t.Columns))
 	}
@@ -161,11 +175,15 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 	for rows.Next() {
 		// Fresh destinations per row: the driver fills them with the
 		// column's scan type (a pointer type for Nullable columns).
-		dest := make([]any, len(types))
+		dest := make([]any, len(types), len(types)+1)
 		for i, ct := range types {
 			dest[i] = reflect.New(ct.ScanType()).Interface()
 		}
-		if err := rows.Scan(dest...); err != nil {
+		scan := dest
+		if t.ChangeLog {
+			scan = append(dest, &deleted)
+		}
+		if err := rows.Scan(scan...); err != nil {
 			return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
 		}
 		r := make(row, len(dest))
@@ -179,10 +197,35 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 				r[i] = &text
 			}
 		}
-		out = append(out, r)
+		if !t.ChangeLog {
+			out = append(out, r)
+			continue
+		}
+		k := encode(r)
+		images[k] = r
+		if deleted == 1 {
+			counts[k]--
+		} else {
+			counts[k]++
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
+	}
+	if t.ChangeLog {
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if counts[k] < 0 {
+				return nil, fmt.Errorf("ClickHouse change log %s deletes a row image %d more times than it inserts it", target, -counts[k])
+			}
+			for n := 0; n < counts[k]; n++ {
+				out = append(out, images[k])
+			}
+		}
 	}
 	return out, nil
 }
