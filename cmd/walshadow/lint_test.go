@@ -98,10 +98,43 @@ func TestExamplePipelinesLint(t *testing.T) {
 		t.Fatalf("no example pipelines found: %v", err)
 	}
 	t.Setenv("PG_SOURCE_DSN", "postgres://walshadow@localhost/app")
+	t.Setenv("CLICKHOUSE_DSN", "clickhouse://default:@localhost:9000/default")
 	for _, f := range files {
 		opts := append(cliOptions(), service.CLIOptSetArgs("walshadow", "lint", f))
 		if code, err := service.RunCLIToCode(context.Background(), opts...); err != nil || code != 0 {
 			t.Errorf("%s: lint exit %d (%v)", f, code, err)
 		}
+	}
+}
+
+// TestLintClickHouseOutput: the output's required DSN and its enums are
+// checked by lint, before anything connects.
+func TestLintClickHouseOutput(t *testing.T) {
+	base := `
+walshadow:
+  - label: main
+    source_dsn: postgres://u@localhost/app
+    state_dir: ./var/walshadow
+input:
+  pg_physical_wal:
+    session: main
+pipeline:
+  processors:
+    - walshadow_decode: { session: main }
+output:
+  clickhouse_ddl:
+    session: main
+`
+	if code := lint(t, base+"    dsn: clickhouse://default:@localhost:9000/default\n"); code != 0 {
+		t.Fatalf("valid config: exit %d", code)
+	}
+	if code := lint(t, base); code == 0 {
+		t.Fatal("a clickhouse_ddl output without dsn passed lint")
+	}
+	if code := lint(t, base+"    dsn: clickhouse://localhost:9000\n    drop_strategy: explode\n"); code == 0 {
+		t.Fatal("an unknown drop_strategy passed lint")
+	}
+	if code := lint(t, base+"    dsn: clickhouse://localhost:9000\n    tables:\n      public.t: { drop_strategy: sometimes }\n"); code == 0 {
+		t.Fatal("an unknown per-table drop_strategy passed lint")
 	}
 }
