@@ -344,6 +344,7 @@ type chOutput struct {
 	store  *clickhouse.Store
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
+	meta   metaParser             // row metadata, consecutive rows' shared values parsed once
 	ready  bool                   // start-up reconciliation done
 }
 

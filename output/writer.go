@@ -31,31 +31,58 @@ type change struct {
 	omitted    []string // unchanged TOAST columns left out of the payload
 }
 
-func parseChange(m *service.Message) (c change, err error) {
+// metaParser parses row metadata, reusing the last parse of the values
+// consecutive rows share (a transaction's xid, commit time, descriptor
+// version and relation): the strings compare equal, the work is skipped.
+type metaParser struct {
+	oidText, versionText, xidText, timeText string
+	oid                                     uint32
+	version                                 wal.LSN
+	xid                                     uint32
+	commitTime                              time.Time
+}
+
+func (p *metaParser) parse(m *service.Message) (c change, err error) {
 	meta := func(k string) string { v, _ := m.MetaGet(k); return v }
 	c.op = meta(processor.MetaOperation)
-	oid, err := strconv.ParseUint(meta(processor.MetaRelationOid), 10, 32)
-	if err != nil {
-		return c, fmt.Errorf("metadata %s: %w (is walshadow_decode before this output?)", processor.MetaRelationOid, err)
+	if s := meta(processor.MetaRelationOid); s != p.oidText || s == "" {
+		oid, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w (is walshadow_decode before this output?)", processor.MetaRelationOid, err)
+		}
+		p.oidText, p.oid = s, uint32(oid)
 	}
-	c.oid = uint32(oid)
+	c.oid = p.oid
 	if c.lsn, err = wal.ParseLSN(meta(processor.MetaLSN)); err != nil {
 		return c, fmt.Errorf("metadata %s: %w", processor.MetaLSN, err)
 	}
 	if c.op == processor.OperationSchema {
 		return c, nil
 	}
-	if c.version, err = wal.ParseLSN(meta(processor.MetaDescVersion)); err != nil {
-		return c, fmt.Errorf("metadata %s: %w", processor.MetaDescVersion, err)
+	if s := meta(processor.MetaDescVersion); s != p.versionText || s == "" {
+		v, err := wal.ParseLSN(s)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w", processor.MetaDescVersion, err)
+		}
+		p.versionText, p.version = s, v
 	}
-	xid, err := strconv.ParseUint(meta(processor.MetaXID), 10, 32)
-	if err != nil {
-		return c, fmt.Errorf("metadata %s: %w", processor.MetaXID, err)
+	c.version = p.version
+	if s := meta(processor.MetaXID); s != p.xidText || s == "" {
+		xid, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w", processor.MetaXID, err)
+		}
+		p.xidText, p.xid = s, uint32(xid)
 	}
-	c.xid = uint32(xid)
-	if c.commitTime, err = time.Parse(time.RFC3339Nano, meta(processor.MetaCommitTime)); err != nil {
-		return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitTime, err)
+	c.xid = p.xid
+	if s := meta(processor.MetaCommitTime); s != p.timeText || s == "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitTime, err)
+		}
+		p.timeText, p.commitTime = s, t
 	}
+	c.commitTime = p.commitTime
 	c.keyChanged = meta(processor.MetaKeyChanged) == "true"
 	if s := meta(processor.MetaUnchangedToast); s != "" {
 		c.omitted = strings.Split(s, ",")
@@ -92,7 +119,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 			// count as written (the session restarts from its resume point).
 			return fmt.Errorf("a message reached the output with a processing error: %w", err)
 		}
-		c, err := parseChange(m)
+		c, err := o.meta.parse(m)
 		if err != nil {
 			return err
 		}
