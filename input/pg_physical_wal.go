@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -107,10 +108,10 @@ type physicalWALInput struct {
 	mgr   *service.Resources
 	sess  *session.Session
 
-	// failures counts session stops since the last batch: restarts back off
-	// (1 s doubling to 30 s) so a failure that recurs at the same record
-	// does not restart the session several times a second.
-	failures int
+	// failures counts session stops since the last acknowledged batch:
+	// restarts back off (1 s doubling to 30 s) so a failure that recurs at
+	// the same record does not restart the session several times a second.
+	failures atomic.Int32
 }
 
 // restartBackoff is the wait before the n-th consecutive restart.
@@ -141,8 +142,9 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 }
 
 func (in *physicalWALInput) Connect(ctx context.Context) error {
-	if wait := restartBackoff(in.failures); wait > 0 {
-		in.mgr.Logger().Infof("restarting the walshadow session in %s (%d consecutive stops)", wait, in.failures)
+	if n := int(in.failures.Load()); restartBackoff(n) > 0 {
+		wait := restartBackoff(n)
+		in.mgr.Logger().Infof("restarting the walshadow session in %s (%d consecutive stops without progress)", wait, n)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -162,12 +164,11 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 			// Connect restarts the session from its resume point, or
 			// reports why it cannot.
 			in.mgr.Logger().Errorf("%v", err)
-			in.failures++
+			in.failures.Add(1)
 			return nil, nil, service.ErrNotConnected
 		}
 		return nil, nil, err
 	}
-	in.failures = 0
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
 	for _, it := range b.Items {
@@ -194,6 +195,10 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 			return nil
 		}
 		in.sess.Ack(b)
+		// Progress: a later stop starts its backoff afresh. (Reading a
+		// batch is not progress: a batch the output refuses every time
+		// would otherwise restart the session every second forever.)
+		in.failures.Store(0)
 		return nil
 	}, nil
 }

@@ -3,8 +3,10 @@ package output_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,10 +94,23 @@ type running struct {
 // start builds and runs the pipeline and waits until it streams.
 func (r *rig) start(t *testing.T, outputYAML string) *running {
 	t.Helper()
+	return r.startLogged(t, outputYAML, nil)
+}
+
+// startLogged is start with the stream's log lines also sent to logTo.
+func (r *rig) startLogged(t *testing.T, outputYAML string, logTo *logLines) *running {
+	t.Helper()
 	b := service.NewStreamBuilder()
+	if logTo != nil {
+		b.SetLogger(slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	}
 	// The default schema knows no custom resources.
 	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
 	yaml := r.yaml(outputYAML)
+	if logTo != nil {
+		// The logger is the builder's: drop the config's own.
+		yaml = strings.Replace(yaml, "logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }\n", "", 1)
+	}
 	if err := b.SetYAML(yaml); err != nil {
 		t.Fatalf("pipeline config: %v\n%s", err, yaml)
 	}
@@ -219,4 +234,41 @@ func (r *rig) compareAll(t *testing.T) {
 		}
 		t.Logf("public.%s: %d source rows compared, %d differences", rl.name, r.src.QueryInt(t, fmt.Sprintf("SELECT count(*) FROM %s", tbl.Source)), len(diffs))
 	}
+}
+
+// logLines collects log output for assertions.
+type logLines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// waitLog waits until the log holds substr.
+func (l *logLines) waitLog(t *testing.T, substr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(l.String(), substr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q after %s; log tail:\n%s", substr, timeout, tail(l.String(), 3000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

@@ -272,10 +272,16 @@ var ErrTypeChange = errors.New("column type changes are not replicated")
 // exists for it, the caller logs and counts it.
 type TypeChangeError struct {
 	Source, Column   string
-	OldType, NewType string
+	OldType, NewType string // ClickHouse types
+	// The source's types (format_type), when known.
+	OldSourceType, NewSourceType string
 }
 
 func (e *TypeChangeError) Error() string {
+	if e.OldSourceType != "" {
+		return fmt.Sprintf("column %q of %s changed type from %s (ClickHouse %s) to %s (ClickHouse %s): %v; the output stops at this change, ClickHouse keeps the column as it is",
+			e.Column, e.Source, e.OldSourceType, e.OldType, e.NewSourceType, e.NewType, ErrTypeChange)
+	}
 	return fmt.Sprintf("column %q of %s changed type from %s to %s: %v", e.Column, e.Source, e.OldType, e.NewType, ErrTypeChange)
 }
 

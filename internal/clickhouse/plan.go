@@ -446,7 +446,8 @@ func (r *reconciler) retype(m *MappedColumn, old, c desclog.Column) error {
 	// SET NOT NULL leaves a Nullable column able to hold every value.
 	remapped := ColumnSpec{Name: m.Spec.Name, Type: t, Nullable: nullable || m.Spec.Nullable && !m.Key}
 	if remapped.TypeSQL() != m.Spec.TypeSQL() {
-		r.plan.Refused = append(r.plan.Refused, RefuseTypeChange(r.source, c.Name, m.Spec.TypeSQL(), remapped.TypeSQL()))
+		r.plan.Refused = append(r.plan.Refused, &TypeChangeError{Source: r.source, Column: c.Name,
+			OldType: m.Spec.TypeSQL(), NewType: remapped.TypeSQL(), OldSourceType: old.TypeName, NewSourceType: c.TypeName})
 		return nil
 	}
 	if t.Repr != m.Spec.Type.Repr {
