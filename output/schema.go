@@ -65,6 +65,12 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor, version wal
 // statements succeeded.
 func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal.LSN, why string) error {
 	prev := o.store.Get(d.Oid)
+	if prev != nil && version < prev.ValidFrom {
+		// Never move an agreement back to an older shape (a replayed event,
+		// a lookup behind the agreement): heal ClickHouse against the
+		// agreed shape itself.
+		d, version = agreedDescriptor(prev, d), prev.ValidFrom
+	}
 	target := o.targetOf(d.Namespace, d.Name)
 	if prev != nil {
 		target = prev.Target
@@ -245,7 +251,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			continue
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
-		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, log.CoveredThrough())
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, max(log.LastCapturedAt(), log.CoveredThrough()))
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
 		}
@@ -292,4 +298,14 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// agreedDescriptor is the relation's agreed shape as a descriptor (the
+// relation's other facts from d).
+func agreedDescriptor(a *clickhouse.Agreed, d *desclog.Descriptor) *desclog.Descriptor {
+	cp := *d
+	cp.Namespace, cp.Name = a.Schema, a.Table
+	cp.Columns = append([]desclog.Column(nil), a.Shape...)
+	cp.KeyAttnums = append([]int16(nil), a.KeyAttnums...)
+	return &cp
 }

@@ -301,7 +301,7 @@ func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string
 	for _, r := range d.Retyped {
 		retyped = append(retyped, map[string]any{"attnum": int64(r.Num), "column": r.New.Name, "from": r.Old.TypeName, "to": r.New.TypeName})
 	}
-	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped}
+	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped, "key_changed": d.Key}
 }
 
 // bridgeDecode renders items through the session's bridge.

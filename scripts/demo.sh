@@ -1,36 +1,47 @@
 #!/usr/bin/env bash
-# What runs today: a local PostgreSQL 15 under ./var/demo as the source,
-# walshadow streaming its physical WAL (resources/pipelines/decode_to_file.yaml)
-# with a catalog-only shadow standby following it and every row change and
-# schema event decoded into ./var/demo/walshadow/changes.jsonl, a pgbench +
-# DDL workload, the shadow shown catching up (LSNs, the ALTERed table's
-# columns on both, sizes), the decoded changes counted per table and
-# operation beside the source's own counts, and `walshadow wal stats` beside
-# pg_waldump. Rows reach ClickHouse with a later issue.
+# The main job on a local default: a PostgreSQL 15 source and a ClickHouse
+# server under ./var/demo, walshadow running the reference pipeline
+# (resources/pipelines/pg_to_clickhouse.yaml: physical WAL → catalog-only
+# shadow → walshadow_decode → clickhouse_ddl), a pgbench + DDL workload on
+# the source, then every table counted side by side in both databases until
+# they match, and the ALTERed table's columns on both sides.
 #
 #   scripts/demo.sh        start (or reuse) the servers, run the workload, show
-#   scripts/demo.sh stop   stop walshadow and the source
+#   scripts/demo.sh stop   stop walshadow, ClickHouse and the source
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${WALSHADOW_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+chbin=${WALSHADOW_CLICKHOUSE_BIN:-$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)}
 var=$PWD/var/demo
 state=$var/walshadow
+chdir=$var/clickhouse
 shadow_port=54329
+ch_tcp=${WALSHADOW_DEMO_CH_PORT:-19000}
+ch_http=${WALSHADOW_DEMO_CH_HTTP_PORT:-18123}
+ch_db=walshadow_demo
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
-stop_walshadow() {
-  if [ -f "$var/walshadow.pid" ]; then
-    kill "$(cat "$var/walshadow.pid")" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "$(cat "$var/walshadow.pid")" 2>/dev/null || break; sleep 1; done
-    rm -f "$var/walshadow.pid"
+stop_pid() { # stop_pid <pidfile>
+  if [ -f "$1" ]; then
+    kill "$(cat "$1")" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$(cat "$1")" 2>/dev/null || break; sleep 1; done
+    rm -f "$1"
   fi
 }
 if [ "${1:-}" = stop ]; then
-  stop_walshadow
+  stop_pid "$var/walshadow.pid"
+  stop_pid "$var/clickhouse.pid"
+  # A server started by an earlier demo whose pid file is gone.
+  pkill -f -- "--config-file=$chdir/config.xml" 2>/dev/null && sleep 2 || true
   [ -d "$var/pg" ] && as_pg "$bin/pg_ctl" -D "$var/pg" -m fast stop || true
   exit 0
 fi
 
+# Every run starts afresh: walshadow replicates the changes it streams, so
+# the source's tables are created and loaded after it starts (copying rows
+# that predate walshadow is the initial load, a later issue).
+"$0" stop >/dev/null 2>&1 || true
+rm -rf "$var"
 mkdir -p "$var"
 [ "$(id -u)" = 0 ] && chown postgres "$var" && chmod o+x "$PWD" "$PWD/var"
 if [ ! -d "$var/pg" ]; then
@@ -49,96 +60,110 @@ if ! as_pg "$bin/pg_ctl" -D "$var/pg" status >/dev/null 2>&1; then
 fi
 psql() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$var" -d postgres "$@"; }
 shadow_psql() { as_pg "$bin/psql" -X -q -At -h "$state/shadow" -p $shadow_port -d postgres "$@"; }
-if [ "$(psql -Atc "select count(*) from pg_class where relname = 'pgbench_accounts'")" = 0 ]; then
-  echo "== loading pgbench -s 5 into the source"
-  as_pg "$bin/pgbench" -q -h "$var" -i -s 5 postgres >/dev/null 2>&1
-fi
+chq() { curl -sS --fail-with-body "http://127.0.0.1:$ch_http/" --data-binary "$1"; }
 
-changes=$state/changes.jsonl
-echo "== starting walshadow (resources/pipelines/decode_to_file.yaml); log in $var/walshadow.log, changes in $changes"
-stop_walshadow
+echo "== ClickHouse under $chdir (native port $ch_tcp, HTTP $ch_http)"
+if ! chq "SELECT 1" >/dev/null 2>&1; then
+  mkdir -p "$chdir/log"
+  cat >"$chdir/config.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+    <logger><level>information</level><log>$chdir/log/clickhouse-server.log</log><errorlog>$chdir/log/clickhouse-server.err.log</errorlog><size>100M</size><count>1</count><console>0</console></logger>
+    <listen_host>127.0.0.1</listen_host>
+    <http_port>$ch_http</http_port>
+    <tcp_port>$ch_tcp</tcp_port>
+    <path>$chdir/data/</path>
+    <tmp_path>$chdir/tmp/</tmp_path>
+    <user_files_path>$chdir/user_files/</user_files_path>
+    <format_schema_path>$chdir/format_schemas/</format_schema_path>
+    <users_config>$chdir/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <timezone>UTC</timezone>
+    <mark_cache_size>268435456</mark_cache_size>
+    <max_concurrent_queries>100</max_concurrent_queries>
+    <mlock_executable>false</mlock_executable>
+</yandex>
+XML
+  cat >"$chdir/users.xml" <<'XML'
+<?xml version="1.0"?>
+<yandex>
+    <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+    <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+    <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+XML
+  nohup "$chbin" --config-file="$chdir/config.xml" >"$chdir/stdout.log" 2>&1 </dev/null &
+  echo $! >"$var/clickhouse.pid"
+  for _ in $(seq 1 60); do chq "SELECT 1" >/dev/null 2>&1 && break; sleep 1; done
+  chq "SELECT 1" >/dev/null || { echo "ClickHouse did not start; see $chdir/log"; exit 1; }
+fi
+echo "   ClickHouse $(chq 'SELECT version()') is up"
+
+echo "== starting walshadow (resources/pipelines/pg_to_clickhouse.yaml); log in $var/walshadow.log"
+stop_pid "$var/walshadow.pid"
 mkdir -p "$state"
 PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
   WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$PWD/pgext" \
-  WALSHADOW_CHANGES_FILE="$changes" \
-  nohup bin/walshadow run resources/pipelines/decode_to_file.yaml >"$var/walshadow.log" 2>&1 &
+  CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$ch_tcp/default" CLICKHOUSE_DATABASE=$ch_db \
+  nohup bin/walshadow run resources/pipelines/pg_to_clickhouse.yaml >"$var/walshadow.log" 2>&1 &
 echo $! >"$var/walshadow.pid"
 
+alive() { kill -0 "$(cat "$var/walshadow.pid")" 2>/dev/null || { echo "walshadow exited:"; tail -20 "$var/walshadow.log"; exit 1; }; }
 wait_shadow() {
-  local target=$1
-  for _ in $(seq 1 120); do
-    got=$(shadow_psql -c "select pg_last_wal_replay_lsn() >= '$target'::pg_lsn" 2>/dev/null || true)
-    [ "$got" = t ] && return 0
-    kill -0 "$(cat "$var/walshadow.pid")" 2>/dev/null || { echo "walshadow exited:"; tail -20 "$var/walshadow.log"; exit 1; }
-    sleep 1
+  for _ in $(seq 1 180); do
+    [ "$(shadow_psql -c "select pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ] && return 0
+    alive; sleep 1
   done
   echo "the shadow did not catch up; see $var/walshadow.log"; exit 1
 }
 wait_shadow "$(psql -Atc "select pg_current_wal_lsn()")"
-echo "   shadow is up and has caught up"
+echo "   the catalog-only shadow is up and has caught up"
 
-start=$(psql -Atc "select pg_walfile_name(pg_current_wal_lsn())")
-echo "== workload: pgbench (2000 transactions) and DDL on the source"
-as_pg "$bin/pgbench" -h "$var" -c 2 -t 1000 postgres 2>&1 | grep -E '^tps' || true
+echo "== loading pgbench -s 2 into the source (tables with their primary keys, then 200,000 rows)"
+as_pg "$bin/pgbench" -q -h "$var" -i -I dtpg -s 2 postgres >/dev/null 2>&1
+echo "== workload on the source: pgbench (1000 transactions), a new table, ALTER TABLE, updates, deletes"
+as_pg "$bin/pgbench" -h "$var" -c 2 -t 500 postgres 2>&1 | grep -E '^tps' | sed 's/^/   /' || true
 psql <<'SQL'
 create table if not exists demo_items (id int primary key, name text, price numeric(10,2));
 insert into demo_items select i, 'item ' || i, i * 1.25 from generate_series(1, 1000) i on conflict (id) do nothing;
 alter table demo_items add column if not exists note text default 'new';
-update demo_items set price = price + 1 where id % 10 = 0;
+update demo_items set price = price + 1, note = 'repriced' where id % 10 = 0;
 delete from demo_items where id % 100 = 0;
 truncate pgbench_history;
 SQL
-target=$(psql -Atc "select pg_current_wal_lsn()")
-wait_shadow "$target"
-printf '   %-28s %s\n' "source pg_current_wal_lsn" "$target" "shadow pg_last_wal_replay_lsn" "$(shadow_psql -c 'select pg_last_wal_replay_lsn()')"
-echo "== demo_items columns: source | shadow"
+
+echo "== rows per table: PostgreSQL | ClickHouse (SELECT count() FROM t FINAL WHERE _is_deleted = 0)"
+tables=$(psql -Atc "select relname from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r' order by 1")
+for attempt in $(seq 1 120); do
+  alive
+  all=1; report=""
+  for t in $tables; do
+    pg=$(psql -Atc "select count(*) from public.$t")
+    # Tables without a key (pgbench_history) are change logs: inserted
+    # minus deleted images.
+    if [ "$(chq "SELECT engine FROM system.tables WHERE database = '$ch_db' AND name = 'public.$t'" 2>/dev/null)" = MergeTree ]; then
+      ch=$(chq "SELECT toInt64(sum(if(_is_deleted = 1, -1, 1))) FROM \`$ch_db\`.\`public.$t\`" 2>/dev/null || echo "-")
+    else
+      ch=$(chq "SELECT count() FROM \`$ch_db\`.\`public.$t\` FINAL WHERE _is_deleted = 0" 2>/dev/null || echo "-")
+    fi
+    [ "$pg" = "$ch" ] || all=0
+    report+=$(printf '   %-22s %10s | %-10s' "$t" "$pg" "$ch")$'\n'
+  done
+  if [ $all = 1 ] || [ $((attempt % 10)) = 1 ]; then printf '%s' "$report"; fi
+  [ $all = 1 ] && break
+  [ "$attempt" = 120 ] && { echo "ClickHouse did not catch up in 2 minutes; see $var/walshadow.log"; exit 1; }
+  sleep 1
+  echo "   ... catching up"
+done
+echo "   every table matches"
+echo "== demo_items: a few rows, and its columns on both sides (the ALTER arrived)"
+chq "SELECT id, name, price, note FROM \`$ch_db\`.\`public.demo_items\` FINAL WHERE _is_deleted = 0 AND id IN (1, 10, 999) ORDER BY id FORMAT PrettyCompactMonoBlock" | sed 's/^/   /'
 paste <(psql -Atc "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") \
-      <(shadow_psql -c "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") | sed 's/^/   /'
-echo "== decoded changes since walshadow started (table, operation: count), and the source now"
-marker=$(psql -Atc "create table if not exists demo_marker (id serial primary key, at timestamptz default now()); insert into demo_marker default values returning id")
-for _ in $(seq 1 60); do grep -q "\"table\":\"public.demo_marker\".*\"id\":$marker[,}]" "$changes" 2>/dev/null && break; sleep 1; done
-python3 - "$changes" <<'PY'
-import collections, json, sys
-counts, events = collections.Counter(), []
-live = collections.defaultdict(set)
-for line in open(sys.argv[1]):
-    c = json.loads(line)
-    if c["op"] == "schema":
-        events.append(f'{c["event"]:8} {c["table"]} ({", ".join(col["name"] + " " + col["type"] for col in c["shape"].get("columns", []))})')
-        continue
-    counts[(c["table"], c["op"])] += 1
-    if c["table"] == "public.demo_items":
-        key = c["row"].get("id")
-        if c["op"] in ("insert", "update"): live["demo_items"].add(key)
-        elif c["op"] == "delete": live["demo_items"].discard(key)
-        elif c["op"] == "truncate": live["demo_items"].clear()
-for (table, op), n in sorted(counts.items()):
-    print(f"   {table:28} {op:9} {n}")
-print("   schema events:")
-for e in events[-6:]:
-    print("     " + e)
-print(f"   demo_items rows rebuilt from the changes: {len(live['demo_items'])}")
-PY
-echo "   demo_items rows on the source:             $(psql -Atc 'select count(*) from demo_items')"
+      <(chq "SELECT name || ' ' || type FROM system.columns WHERE database = '$ch_db' AND table = 'public.demo_items' AND name NOT LIKE '\\_%'") | sed 's/^/   /'
 src_size=$(psql -Atc "select pg_size_pretty(sum(pg_database_size(oid))) from pg_database")
 shadow_size=$(du -sh --exclude=pg_wal "$state/shadow" | cut -f1)
-echo "== sizes: source databases $src_size; catalog-only shadow $shadow_size (without pg_wal)"
-echo "   rows in pgbench_accounts on the source: $(psql -Atc 'select count(*) from pgbench_accounts'); the shadow holds no user data"
-
-end=$(psql -Atc "select pg_walfile_name(pg_current_wal_lsn())")
-psql -c "select pg_switch_wal()" >/dev/null
-segs=()
-for f in $(ls "$var/pg/pg_wal" | grep -E '^[0-9A-F]{24}$' | sort); do
-  [[ "$f" < "$start" ]] && continue
-  [[ "$f" > "$end" ]] && continue
-  segs+=("$var/pg/pg_wal/$f")
-done
-echo "== walshadow wal stats over the workload's ${#segs[@]} segments ($start .. $end)"
-bin/walshadow wal stats "${segs[@]}" >"$var/stats.json" || [ $? -eq 2 ]
-python3 - "$var/stats.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"   records {r['records']}  bytes {r['total_bytes']}  fpi {r['fpi_count']} ({r['fpi_bytes']} bytes)  crc failures {r['crc_failures']}")
-PY
-"$bin/pg_waldump" --stats -p "$var/pg/pg_wal" "$start" "$end" 2>&1 | grep -E '^Total' | sed 's/^/   pg_waldump: /' || true
-echo "walshadow keeps running; stop everything with: go tool task demo:stop"
+echo "== sizes: source databases $src_size; the catalog-only shadow $shadow_size (it holds no user data)"
+echo "walshadow keeps running: change the source and watch ClickHouse follow, e.g."
+echo "   curl -s http://127.0.0.1:$ch_http/ --data-binary 'SELECT * FROM $ch_db.\`public.demo_items\` FINAL WHERE _is_deleted = 0 LIMIT 5'"
+echo "stop everything with: go tool task demo:stop"

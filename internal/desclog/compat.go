@@ -156,6 +156,9 @@ func Diff(old, new *Descriptor) SchemaDiff {
 			}
 		}
 	})
+	if old != nil && new != nil && (old.ReplIdent != new.ReplIdent || !slices.Equal(old.KeyAttnums, new.KeyAttnums)) {
+		d.Key = true
+	}
 	return d
 }
 

@@ -257,6 +257,9 @@ type SchemaDiff struct {
 	Dropped []Column // live before (as it was), dropped or gone now
 	Renamed []ColumnRename
 	Retyped []ColumnRetype
+	// Key: the replica identity changed (its kind or its key columns), e.g.
+	// a primary key added to a table created without one.
+	Key bool
 }
 
 // ColumnRename is a live column whose name changed.
@@ -271,9 +274,9 @@ type ColumnRetype struct {
 	Old, New Column
 }
 
-// Empty reports whether nothing column-wise changed.
+// Empty reports whether nothing changed: no column, no replica identity.
 func (d SchemaDiff) Empty() bool {
-	return len(d.Added) == 0 && len(d.Dropped) == 0 && len(d.Renamed) == 0 && len(d.Retyped) == 0
+	return len(d.Added) == 0 && len(d.Dropped) == 0 && len(d.Renamed) == 0 && len(d.Retyped) == 0 && !d.Key
 }
 
 // Identity binds a log to one source database; a log written for another is
