@@ -125,8 +125,15 @@ func Reconcile(d Dialect, defaultDB string, cfg TableConfig, prev *Agreed, ch CH
 	} else {
 		err = r.later(defaultDB, prev)
 	}
+	existed := ch.Exists
+	if err == nil && r.rekey && !existed {
+		_, err = r.applyKey() // the table is created with the new key
+	}
 	if err == nil {
 		err = r.heal()
+	}
+	if err == nil && r.rekey && existed {
+		err = r.rebuild()
 	}
 	if err != nil {
 		return Plan{}, err
@@ -134,7 +141,107 @@ func Reconcile(d Dialect, defaultDB string, cfg TableConfig, prev *Agreed, ch CH
 	return r.plan, nil
 }
 
+// applyKey moves the agreement to the shape's replica identity as the
+// sorting key: key columns become non-Nullable, demoted ones follow their
+// NOT NULL. It returns, per mapped column, the expression that copies the
+// column from the table under the old key.
+func (r *reconciler) applyKey() ([]string, error) {
+	now := make(map[int16]desclog.Column, len(r.next.Shape))
+	for _, c := range r.next.Shape {
+		now[c.Num] = c
+	}
+	exprs := make([]string, len(r.next.Columns))
+	for i := range r.next.Columns {
+		m := &r.next.Columns[i]
+		exprs[i] = QuoteIdent(m.Spec.Name)
+		inKey := slices.Contains(r.shape.KeyAttnums, m.Attnum)
+		if inKey == m.Key {
+			continue
+		}
+		t, nullable, err := r.mapType(now[m.Attnum], inKey)
+		if err != nil {
+			return nil, err
+		}
+		if inKey && m.Spec.Nullable {
+			// PostgreSQL's key columns are NOT NULL: no NULL to lose.
+			exprs[i] = "assumeNotNull(" + exprs[i] + ")"
+		}
+		m.Spec.Type, m.Spec.Nullable, m.Key = t, nullable, inKey
+	}
+	r.next.OrderBy = nil
+	for _, attnum := range r.shape.KeyAttnums {
+		i := slices.IndexFunc(r.next.Columns, func(m MappedColumn) bool { return m.Attnum == attnum })
+		if i < 0 {
+			return nil, fmt.Errorf("%s: replica identity column %d is not mapped (excluded or not included); it is the sorting key, so map it or configure order_by", r.source, attnum)
+		}
+		r.next.OrderBy = append(r.next.OrderBy, r.next.Columns[i].Spec.Name)
+	}
+	return exprs, r.checkKey()
+}
+
+// rebuild re-creates an existing table under the new sorting key: a new
+// table beside it, the current rows copied (FINAL WHERE _is_deleted = 0 of
+// a ReplacingMergeTree; inserted minus deleted images of a change log),
+// then swapped in by one RENAME and the old one dropped. Each step can run
+// again after a crash.
+func (r *reconciler) rebuild() error {
+	exprs, err := r.applyKey()
+	if err != nil {
+		return err
+	}
+	old := r.next.Target
+	fresh := Target{Database: old.Database, Table: old.Table + "__rekey"}
+	retired := Target{Database: old.Database, Table: old.Table + "__rekey_old"}
+	if err := fresh.Validate(r.source); err != nil {
+		return err
+	}
+	specs := make([]ColumnSpec, len(r.next.Columns))
+	cols := make([]string, 0, len(r.next.Columns)+4)
+	for i, m := range r.next.Columns {
+		specs[i] = m.Spec
+		cols = append(cols, QuoteIdent(m.Spec.Name))
+	}
+	create, err := CreateTable(r.d, fresh, specs, r.next.OrderBy, TableOptions{PartitionBy: r.cfg.PartitionBy, Settings: r.cfg.Settings})
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.source, err)
+	}
+	synth := SyntheticColumns(r.d)
+	lsn, xid, commit, deleted := QuoteIdent(synth[0].Name), QuoteIdent(synth[1].Name), QuoteIdent(synth[2].Name), QuoteIdent(synth[3].Name)
+	for _, sc := range synth {
+		cols = append(cols, QuoteIdent(sc.Name))
+	}
+	var sel string
+	if len(r.prevOrderBy) > 0 {
+		sel = "SELECT " + strings.Join(exprs, ", ") + ", " + lsn + ", " + xid + ", " + commit + ", " + deleted +
+			" FROM " + QuoteQualified(old) + " FINAL WHERE " + deleted + " = 0"
+	} else {
+		// A change log: each row image's multiplicity is its inserts minus
+		// its deletes; under a key there is one row per image.
+		group := make([]string, len(r.next.Columns))
+		for i, m := range r.next.Columns {
+			group[i] = QuoteIdent(m.Spec.Name)
+		}
+		sel = "SELECT " + strings.Join(exprs, ", ") + ", max(" + lsn + "), any(" + xid + "), any(" + commit + "), toUInt8(0)" +
+			" FROM " + QuoteQualified(old) + " GROUP BY " + strings.Join(group, ", ") +
+			" HAVING sum(if(" + deleted + " = 1, -1, 1)) > 0"
+	}
+	r.plan.Statements = append(r.plan.Statements,
+		DropTable(fresh),
+		create,
+		"INSERT INTO "+QuoteQualified(fresh)+" ("+strings.Join(cols, ", ")+") "+sel,
+		"RENAME TABLE "+QuoteQualified(old)+" TO "+QuoteQualified(retired)+", "+QuoteQualified(fresh)+" TO "+QuoteQualified(old),
+		DropTable(retired))
+	r.notef("%s: replica identity changed; %s rebuilt with ORDER BY (%s), rows copied", r.source, QuoteQualified(old), strings.Join(r.next.OrderBy, ", "))
+	r.plan.Agreed = r.next
+	return nil
+}
+
 type reconciler struct {
+	// rekey: the replica identity changed, the table gets a new sorting
+	// key (prevOrderBy is the old one).
+	rekey       bool
+	prevOrderBy []string
+
 	d      Dialect
 	cfg    TableConfig
 	ch     CHTable
@@ -300,11 +407,11 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 	r.next.Shape = liveColumns(r.shape)
 	r.next.KeyAttnums = cloneOrNil(r.shape.KeyAttnums)
 
-	// The sorting key of a ClickHouse table is fixed at CREATE.
-	if len(r.cfg.OrderBy) == 0 && !slices.Equal(prev.KeyAttnums, r.shape.KeyAttnums) {
-		return fmt.Errorf("%s: replica identity changed from attnums %v to %v; ClickHouse cannot change the sorting key of %s (configure order_by, or recreate the table)",
-			r.source, prev.KeyAttnums, r.shape.KeyAttnums, QuoteQualified(prev.Target))
-	}
+	// The sorting key of a ClickHouse table is fixed at CREATE: a changed
+	// replica identity (a primary key added to a table created without
+	// one, REPLICA IDENTITY USING INDEX, ...) rebuilds the table (rekey).
+	r.rekey = len(r.cfg.OrderBy) == 0 && !slices.Equal(prev.KeyAttnums, r.shape.KeyAttnums)
+	r.prevOrderBy = prev.OrderBy
 	if len(r.cfg.OrderBy) > 0 && !slices.Equal(r.cfg.OrderBy, prev.OrderBy) {
 		return fmt.Errorf("%s: order_by %v differs from the sorting key %v of %s; ClickHouse cannot change a sorting key (recreate the table)",
 			r.source, r.cfg.OrderBy, prev.OrderBy, QuoteQualified(prev.Target))
@@ -348,6 +455,9 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 		if _, live := now[m.Attnum]; live {
 			kept = append(kept, m)
 			continue
+		}
+		if m.Key && r.rekey {
+			continue // the rebuilt table leaves it out; the old one cannot drop a key column
 		}
 		if m.Key {
 			return fmt.Errorf("%s: column %q was dropped on the source but %s is part of the sorting key of %s, which ClickHouse cannot change",

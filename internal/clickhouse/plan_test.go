@@ -285,9 +285,15 @@ func TestReconcileRenameKeptCases(t *testing.T) {
 
 func TestReconcileDropErrors(t *testing.T) {
 	prev, ch := evolve(t, Legacy1816, TableConfig{}, users())
-	_, err := Reconcile(Legacy1816, "mirror", TableConfig{}, prev, ch, rel(nil, droppedCol(1), textCol(2, "name"), textCol(3, "email"), textCol(4, "internal_notes")))
-	if err == nil || !strings.Contains(err.Error(), "replica identity changed") {
-		t.Errorf("dropping the key column: %v", err)
+	// Dropping the key column drops the primary key: the table is rebuilt
+	// as a change log (nothing identifies its rows any more).
+	p, err := Reconcile(Legacy1816, "mirror", TableConfig{}, prev, ch, rel(nil, droppedCol(1), textCol(2, "name"), textCol(3, "email"), textCol(4, "internal_notes")))
+	if err != nil {
+		t.Fatalf("dropping the key column: %v", err)
+	}
+	if all := strings.Join(p.Statements, "\n"); !strings.Contains(all, "ENGINE = MergeTree\nORDER BY tuple()") || !strings.Contains(all, "FINAL WHERE `_is_deleted` = 0") ||
+		strings.Contains(all, "DROP COLUMN") || len(p.Agreed.OrderBy) != 0 {
+		t.Errorf("dropping the key column: %q, order by %v", p.Statements, p.Agreed.OrderBy)
 	}
 	cfgPrev, cfgCH := evolve(t, Legacy1816, TableConfig{OrderBy: []string{"id"}}, users())
 	_, err = Reconcile(Legacy1816, "mirror", TableConfig{OrderBy: []string{"id"}}, cfgPrev, cfgCH, rel(nil, droppedCol(1), textCol(2, "name"), textCol(3, "email"), textCol(4, "internal_notes")))
@@ -569,4 +575,30 @@ func TestReconcileOnClickHouse(t *testing.T) {
 		t.Fatalf("ClickHouse holds %+v, the agreement %+v", got, want)
 	}
 	wantStatements(t, apply(evolved))
+}
+
+// TestReconcileRekey: a primary key added to a table created without one
+// (pgbench -i does this) rebuilds the change log as a ReplacingMergeTree
+// ordered by the key, its rows copied, swapped in by one RENAME.
+func TestReconcileRekey(t *testing.T) {
+	keyless := rel(nil, intCol(1, "id", false), textCol(2, "name"))
+	prev, ch := evolve(t, Legacy1816, TableConfig{}, keyless)
+	if len(prev.OrderBy) != 0 {
+		t.Fatalf("keyless table ordered by %v", prev.OrderBy)
+	}
+	keyed := rel([]int16{1}, intCol(1, "id", true), textCol(2, "name"))
+	p := reconcile(t, Legacy1816, TableConfig{}, prev, ch, keyed)
+	tbl := QuoteQualified(prev.Target)
+	fresh := QuoteQualified(Target{Database: prev.Target.Database, Table: prev.Target.Table + "__rekey"})
+	old := QuoteQualified(Target{Database: prev.Target.Database, Table: prev.Target.Table + "__rekey_old"})
+	wantStatements(t, p,
+		"DROP TABLE IF EXISTS "+fresh,
+		"CREATE TABLE IF NOT EXISTS "+fresh+"\n(\n    `id` Int32,\n    `name` Nullable(String),\n    `_lsn` UInt64,\n    `_xid` UInt32,\n    `_commit_ts_us` UInt64,\n    `_is_deleted` UInt8\n)\nENGINE = ReplacingMergeTree(`_lsn`)\nORDER BY (`id`)",
+		"INSERT INTO "+fresh+" (`id`, `name`, `_lsn`, `_xid`, `_commit_ts_us`, `_is_deleted`) SELECT assumeNotNull(`id`), `name`, max(`_lsn`), any(`_xid`), any(`_commit_ts_us`), toUInt8(0) FROM "+tbl+" GROUP BY `id`, `name` HAVING sum(if(`_is_deleted` = 1, -1, 1)) > 0",
+		"RENAME TABLE "+tbl+" TO "+old+", "+fresh+" TO "+tbl,
+		"DROP TABLE IF EXISTS "+old)
+	wantMapped(t, p.Agreed, "id→id:Int32", "name→name:Nullable(String)")
+	if strings.Join(p.Agreed.OrderBy, ",") != "id" {
+		t.Errorf("order by %v", p.Agreed.OrderBy)
+	}
 }
