@@ -25,7 +25,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -323,7 +325,7 @@ func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig,
 			return nil, fmt.Errorf("%s.%s: %w", fieldTables, name, err)
 		}
 		tc.DropStrategy = clickhouse.DropStrategy(drop)
-		for _, k := range sortedKeys(settingsMap) {
+		for _, k := range slices.Sorted(maps.Keys(settingsMap)) {
 			tc.Settings = append(tc.Settings, clickhouse.Setting{Name: k, Value: settingsMap[k]})
 		}
 		out[name] = tc

@@ -291,15 +291,6 @@ func (o *chOutput) waitDescLog(ctx context.Context) (*desclog.Log, error) {
 	}
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // agreedDescriptor is the relation's agreed shape as a descriptor (the
 // relation's other facts from d).
 func agreedDescriptor(a *clickhouse.Agreed, d *desclog.Descriptor) *desclog.Descriptor {
