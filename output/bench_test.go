@@ -147,7 +147,7 @@ type pgbenchRig struct {
 	cols   []clickhouse.ColumnSpec
 }
 
-func newPgbenchRig(tb testing.TB, database string) *pgbenchRig {
+func newPgbenchRig(tb testing.TB, database string, more ...desclog.Descriptor) *pgbenchRig {
 	tb.Helper()
 	ch := testrig.StartClickHouse(tb)
 	dir := tb.TempDir()
@@ -157,7 +157,7 @@ func newPgbenchRig(tb testing.TB, database string) *pgbenchRig {
 		tb.Fatalf("opening the descriptor log: %v", err)
 	}
 	tb.Cleanup(func() { log.Close() })
-	if _, err := log.Seed(pgbenchValidFrom, pgbenchValidFrom, []desclog.Descriptor{pgbenchDescriptor()}); err != nil {
+	if _, err := log.Seed(pgbenchValidFrom, pgbenchValidFrom, append([]desclog.Descriptor{pgbenchDescriptor()}, more...)); err != nil {
 		tb.Fatalf("seeding the descriptor log: %v", err)
 	}
 	sc, err := newScope([]string{"*.*"}, nil, nil)

@@ -37,6 +37,7 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // Field names of the clickhouse_ddl output.
@@ -92,12 +93,14 @@ replica identity key. Read a table as the source has it with
 `+"`SELECT ... FROM t FINAL WHERE _is_deleted = 0`"+`.
 
 A table without a key (REPLICA IDENTITY FULL without a primary key, or
-NOTHING) is a MergeTree change log: every row image inserted, each delete as
-the deleted image with `+"`_is_deleted = 1`"+` (an update is both), so the table
-is the inserted images minus the deleted ones (duplicate rows included):
-`+"`SELECT cols FROM t GROUP BY cols HAVING sum(if(_is_deleted = 1, -1, 1)) > 0`"+`
+NOTHING) is a change log: every row image inserted, each delete as the
+deleted image with `+"`_is_deleted = 1`"+` (an update is both), ordered by
+`+"`(_lsn, _seq)`"+` so a change replayed after a restart replaces itself; the
+table is the inserted images minus the deleted ones (duplicate rows
+included): `+"`SELECT cols FROM t FINAL GROUP BY cols HAVING sum(if(_is_deleted = 1, -1, 1)) > 0`"+`
 (the sum is each row's multiplicity). `+"`order_by`"+` naming columns that do
-identify its rows makes it a mirror instead.
+identify its rows makes it a mirror instead. A primary key added later (or
+any change of the replica identity) rebuilds the table under the new key.
 
 Schema changes: ADD COLUMN (with the default rows written before it read),
 RENAME COLUMN (kept under the old ClickHouse name on servers without RENAME
@@ -347,7 +350,9 @@ type chOutput struct {
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
 	meta   metaParser             // row metadata, consecutive rows' shared values parsed once
-	ready  bool                   // start-up reconciliation done
+	seqLSN wal.LSN                // the WAL record whose row images are being numbered (_seq)
+	seqN   uint32
+	ready  bool // start-up reconciliation done
 }
 
 // sessionView is what the output needs of the session: the descriptor log

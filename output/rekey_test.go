@@ -17,9 +17,9 @@ func TestPrimaryKeyAddedRebuilds(t *testing.T) {
 	r.src.Exec(t, `CREATE TABLE loaded (id int, name text, n numeric(10,2));
 		INSERT INTO loaded SELECT i, 'row ' || i, i * 1.5 FROM generate_series(1, 500) i`)
 	target := chTable("public", "loaded")
-	r.waitCH(t, run, "SELECT count() FROM "+target, "500", time.Minute)
-	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT engine FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.loaded'")); got != "MergeTree" {
-		t.Fatalf("keyless table engine %q, want MergeTree", got)
+	r.waitCH(t, run, "SELECT count() FROM "+target+" FINAL", "500", time.Minute)
+	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT sorting_key FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.loaded'")); got != "_lsn, _seq" {
+		t.Fatalf("keyless table ordered by %q, want the change log's _lsn, _seq", got)
 	}
 
 	r.src.Exec(t, `ALTER TABLE loaded ADD PRIMARY KEY (id);
@@ -33,10 +33,10 @@ func TestPrimaryKeyAddedRebuilds(t *testing.T) {
 	r.waitCH(t, run, "SELECT count() FROM "+target+" FINAL WHERE _is_deleted = 0", "451", time.Minute)
 
 	r.src.Exec(t, `ALTER TABLE loaded DROP CONSTRAINT loaded_pkey; INSERT INTO loaded VALUES (2000, 'after', 2)`)
-	r.waitCH(t, run, "SELECT count() FROM "+target+" WHERE name = 'after'", "1", time.Minute)
+	r.waitCH(t, run, "SELECT count() FROM "+target+" FINAL WHERE name = 'after'", "1", time.Minute)
 	run.stop(t)
-	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT engine FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.loaded'")); got != "MergeTree" {
-		t.Errorf("after DROP CONSTRAINT the table is %q, want a MergeTree change log", got)
+	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT sorting_key FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.loaded'")); got != "_lsn, _seq" {
+		t.Errorf("after DROP CONSTRAINT the table is ordered by %q, want the change log's _lsn, _seq", got)
 	}
 	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'walshadow_test' AND name LIKE '%rekey%'")); got != "0" {
 		t.Errorf("%s rebuild tables left behind", got)

@@ -19,6 +19,7 @@ type tableState struct {
 	xidIdx   int
 	tsIdx    int
 	delIdx   int
+	seqIdx   int // _seq of a table without a key, else -1
 
 	rows  [][]any
 	bytes int
@@ -42,8 +43,12 @@ func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
 		}
 	}
 	base := len(ts.cols)
-	ts.cols = append(ts.cols, clickhouse.SyntheticColumns(d)...)
-	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx = base, base+1, base+2, base+3
+	keyless := len(a.OrderBy) == 0
+	ts.cols = append(ts.cols, clickhouse.TableSyntheticColumns(d, keyless)...)
+	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx, ts.seqIdx = base, base+1, base+2, base+3, -1
+	if keyless {
+		ts.seqIdx = base + 4
+	}
 	return ts
 }
 

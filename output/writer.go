@@ -104,6 +104,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		// Nothing of this batch is acknowledged: drop what is pending and
 		// rebuild table state from the durable agreements on the next try.
 		o.tables = map[uint32]*tableState{}
+		o.seqLSN, o.seqN = 0, 0
 		return err
 	}
 	return nil
@@ -291,6 +292,17 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		row[ts.delIdx] = uint8(1)
 	} else {
 		row[ts.delIdx] = uint8(0)
+	}
+	// The images of one WAL record, numbered in stream order: a replay
+	// after a restart numbers them the same (whole transactions are
+	// replayed), so a change-log row replaces itself.
+	if c.lsn == o.seqLSN {
+		o.seqN++
+	} else {
+		o.seqLSN, o.seqN = c.lsn, 0
+	}
+	if ts.seqIdx >= 0 {
+		row[ts.seqIdx] = o.seqN
 	}
 	ts.add(row, size+24)
 	if len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes {

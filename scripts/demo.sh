@@ -143,8 +143,8 @@ for attempt in $(seq 1 120); do
     pg=$(psql -Atc "select count(*) from public.$t")
     # Tables without a key (pgbench_history) are change logs: inserted
     # minus deleted images.
-    if [ "$(chq "SELECT engine FROM system.tables WHERE database = '$ch_db' AND name = 'public.$t'" 2>/dev/null)" = MergeTree ]; then
-      ch=$(chcount "SELECT toInt64(sum(if(_is_deleted = 1, -1, 1))) FROM \`$ch_db\`.\`public.$t\`")
+    if [ "$(chcount "SELECT sorting_key FROM system.tables WHERE database = '$ch_db' AND name = 'public.$t'")" = "_lsn, _seq" ]; then
+      ch=$(chcount "SELECT toInt64(sum(if(_is_deleted = 1, -1, 1))) FROM \`$ch_db\`.\`public.$t\` FINAL")
     else
       ch=$(chcount "SELECT count() FROM \`$ch_db\`.\`public.$t\` FINAL WHERE _is_deleted = 0")
     fi

@@ -42,9 +42,10 @@ type Table struct {
 	// empty matches whole rows (as a multiset).
 	Key []string
 	// ChangeLog says the ClickHouse table is the change log of a table
-	// without a key (MergeTree): every row image inserted, every delete
-	// as the deleted image with _is_deleted = 1. The table it holds is the
-	// multiset of inserted images minus the deleted ones.
+	// without a key (ordered by _lsn, _seq): every row image inserted,
+	// every delete as the deleted image with _is_deleted = 1. The table it
+	// holds (read with FINAL) is the multiset of inserted images minus the
+	// deleted ones.
 	ChangeLog bool
 }
 
@@ -154,7 +155,7 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 	q := "SELECT " + strings.Join(exprs, ", ") + " FROM " + target + " FINAL WHERE " +
 		clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " = 0"
 	if t.ChangeLog {
-		q = "SELECT " + strings.Join(exprs, ", ") + ", " + clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " FROM " + target
+		q = "SELECT " + strings.Join(exprs, ", ") + ", " + clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " FROM " + target + " FINAL"
 	}
 	rows, err := ch.Query(ctx, q)
 	if err != nil {

@@ -17,6 +17,9 @@ const (
 	ColCommitTS  = "_commit_ts"    // DateTime64(6,'UTC') where the server has it
 	ColCommitTSu = "_commit_ts_us" // UInt64 µs since the Unix epoch otherwise
 	ColIsDeleted = "_is_deleted"
+	// ColSeq numbers the row images of one WAL record (a multi-insert, an
+	// update's delete and insert images) in tables without a key.
+	ColSeq = "_seq"
 )
 
 // ColumnSpec is one target column as rendered in DDL.
@@ -83,6 +86,16 @@ func SyntheticColumns(d Dialect) []ColumnSpec {
 	}
 }
 
+// TableSyntheticColumns are the columns the output adds to a table:
+// SyntheticColumns, plus _seq UInt32 in a table without a key.
+func TableSyntheticColumns(d Dialect, keyless bool) []ColumnSpec {
+	cols := SyntheticColumns(d)
+	if keyless {
+		cols = append(cols, ColumnSpec{Name: ColSeq, Type: ColumnType{Type: "UInt32", Repr: ReprUInt32}})
+	}
+	return cols
+}
+
 // Setting is one table-level SETTINGS entry.
 type Setting struct {
 	Name  string
@@ -121,16 +134,23 @@ func CreateDatabase(database string) (string, error) {
 // wins and SELECT ... FINAL WHERE _is_deleted = 0 is the source table.
 //
 // Without any key (REPLICA IDENTITY NOTHING, or FULL without a primary key)
-// no column set identifies a row: ReplacingMergeTree ORDER BY tuple() would
-// collapse the whole table into one row, so such a table is a MergeTree
-// ORDER BY tuple() change log (every insert, update image and delete marker
-// kept). An operator who knows a unique NOT NULL column set passes it as
-// OrderBy to get a mirror instead.
+// no column set identifies a row, so such a table is a change log: every
+// inserted image, and every deleted image with _is_deleted = 1 (an update
+// is both), identified by (_lsn, _seq) — _seq numbers the images of one WAL
+// record — in a ReplacingMergeTree(_lsn) ordered by them, so that a change
+// replayed after a restart replaces itself instead of counting twice. The
+// table is the inserted images minus the deleted ones, read with FINAL. An
+// operator who knows a unique NOT NULL column set passes it as OrderBy to
+// get a mirror instead.
 func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts TableOptions) (string, error) {
 	if err := target.Validate(QuoteQualified(target)); err != nil {
 		return "", err
 	}
-	all := append(append([]ColumnSpec(nil), cols...), SyntheticColumns(d)...)
+	orderBy := key
+	if len(opts.OrderBy) > 0 {
+		orderBy = opts.OrderBy
+	}
+	all := append(append([]ColumnSpec(nil), cols...), TableSyntheticColumns(d, len(orderBy) == 0)...)
 	byName := make(map[string]ColumnSpec, len(all))
 	for i, c := range all {
 		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, QuoteQualified(target)), c.Name); err != nil {
@@ -143,10 +163,6 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 			return "", fmt.Errorf("creating %s: column %q appears twice", QuoteQualified(target), c.Name)
 		}
 		byName[c.Name] = c
-	}
-	orderBy := key
-	if len(opts.OrderBy) > 0 {
-		orderBy = opts.OrderBy
 	}
 	quotedKey := make([]string, len(orderBy))
 	for i, name := range orderBy {
@@ -175,7 +191,8 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 	b.WriteString(")\n")
 	switch {
 	case len(quotedKey) == 0:
-		b.WriteString("ENGINE = MergeTree")
+		// Without is_deleted on every dialect: the delete images count.
+		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ")")
 	case d.IsDeletedEngineArg:
 		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ", " + QuoteIdent(ColIsDeleted) + ")")
 	default:
@@ -186,7 +203,7 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 		b.WriteString("\nPARTITION BY " + opts.PartitionBy)
 	}
 	if len(quotedKey) == 0 {
-		b.WriteString("\nORDER BY tuple()")
+		b.WriteString("\nORDER BY (" + QuoteIdent(ColLSN) + ", " + QuoteIdent(ColSeq) + ")")
 	} else {
 		b.WriteString("\nORDER BY (" + strings.Join(quotedKey, ", ") + ")")
 	}

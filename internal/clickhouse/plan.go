@@ -70,7 +70,7 @@ func DescribeTarget(defaultDB string, cfg TableConfig, prev *Agreed, shape *desc
 
 // syntheticNames are every synthetic column name of any dialect.
 func syntheticNames() map[string]bool {
-	return map[string]bool{ColLSN: true, ColXID: true, ColCommitTS: true, ColCommitTSu: true, ColIsDeleted: true}
+	return map[string]bool{ColLSN: true, ColXID: true, ColCommitTS: true, ColCommitTSu: true, ColIsDeleted: true, ColSeq: true}
 }
 
 // Reconcile decides what brings ClickHouse to agree with source shape
@@ -205,14 +205,20 @@ func (r *reconciler) rebuild() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.source, err)
 	}
-	synth := SyntheticColumns(r.d)
+	toKeyless := len(r.next.OrderBy) == 0
+	synth := TableSyntheticColumns(r.d, toKeyless)
 	lsn, xid, commit, deleted := QuoteIdent(synth[0].Name), QuoteIdent(synth[1].Name), QuoteIdent(synth[2].Name), QuoteIdent(synth[3].Name)
 	for _, sc := range synth {
 		cols = append(cols, QuoteIdent(sc.Name))
 	}
+	seq := ""
+	if toKeyless {
+		// Each copied row its own image: (_lsn, _seq) stays unique.
+		seq = ", toUInt32(rowNumberInAllBlocks())"
+	}
 	var sel string
 	if len(r.prevOrderBy) > 0 {
-		sel = "SELECT " + strings.Join(exprs, ", ") + ", " + lsn + ", " + xid + ", " + commit + ", " + deleted +
+		sel = "SELECT " + strings.Join(exprs, ", ") + ", " + lsn + ", " + xid + ", " + commit + ", " + deleted + seq +
 			" FROM " + QuoteQualified(old) + " FINAL WHERE " + deleted + " = 0"
 	} else {
 		// A change log: each row image's multiplicity is its inserts minus
@@ -222,7 +228,7 @@ func (r *reconciler) rebuild() error {
 			group[i] = QuoteIdent(m.Spec.Name)
 		}
 		sel = "SELECT " + strings.Join(exprs, ", ") + ", max(" + lsn + "), any(" + xid + "), any(" + commit + "), toUInt8(0)" +
-			" FROM " + QuoteQualified(old) + " GROUP BY " + strings.Join(group, ", ") +
+			" FROM " + QuoteQualified(old) + " FINAL GROUP BY " + strings.Join(group, ", ") +
 			" HAVING sum(if(" + deleted + " = 1, -1, 1)) > 0"
 	}
 	r.plan.Statements = append(r.plan.Statements,
@@ -590,7 +596,7 @@ func (r *reconciler) heal() error {
 		r.plan.Agreed = r.next
 		return nil
 	}
-	for _, s := range SyntheticColumns(r.d) {
+	for _, s := range TableSyntheticColumns(r.d, len(r.prevKeyOrNext()) == 0) {
 		if _, ok := r.ch.Column(s.Name); !ok {
 			return fmt.Errorf("%s: ClickHouse table %s has no column %s: it was not created by walshadow for ClickHouse %s; drop it or configure another table",
 				r.source, QuoteQualified(target), QuoteIdent(s.Name), r.d.Version)
@@ -612,6 +618,15 @@ func (r *reconciler) heal() error {
 	}
 	r.plan.Agreed = r.next
 	return nil
+}
+
+// prevKeyOrNext is the sorting key the existing ClickHouse table has: the
+// previous one while a rebuild is pending.
+func (r *reconciler) prevKeyOrNext() []string {
+	if r.rekey {
+		return r.prevOrderBy
+	}
+	return r.next.OrderBy
 }
 
 // normalizeType drops spaces: system.columns writes "Decimal(10, 2)",

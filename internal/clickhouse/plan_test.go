@@ -49,7 +49,11 @@ func chAfter(d Dialect, a *Agreed) CHTable {
 	for i, m := range a.Columns {
 		specs[i] = m.Spec
 	}
-	return chFor(d, specs...)
+	t := chFor(d, specs...)
+	if len(a.OrderBy) == 0 {
+		t.Columns = append(t.Columns, CHColumn{Name: ColSeq, Type: "UInt32"})
+	}
+	return t
 }
 
 func reconcile(t *testing.T, d Dialect, cfg TableConfig, prev *Agreed, ch CHTable, shape *desclog.Descriptor) Plan {
@@ -291,7 +295,7 @@ func TestReconcileDropErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dropping the key column: %v", err)
 	}
-	if all := strings.Join(p.Statements, "\n"); !strings.Contains(all, "ENGINE = MergeTree\nORDER BY tuple()") || !strings.Contains(all, "FINAL WHERE `_is_deleted` = 0") ||
+	if all := strings.Join(p.Statements, "\n"); !strings.Contains(all, "ENGINE = ReplacingMergeTree(`_lsn`)\nORDER BY (`_lsn`, `_seq`)") || !strings.Contains(all, "FINAL WHERE `_is_deleted` = 0") ||
 		strings.Contains(all, "DROP COLUMN") || len(p.Agreed.OrderBy) != 0 {
 		t.Errorf("dropping the key column: %q, order by %v", p.Statements, p.Agreed.OrderBy)
 	}
@@ -594,7 +598,7 @@ func TestReconcileRekey(t *testing.T) {
 	wantStatements(t, p,
 		"DROP TABLE IF EXISTS "+fresh,
 		"CREATE TABLE IF NOT EXISTS "+fresh+"\n(\n    `id` Int32,\n    `name` Nullable(String),\n    `_lsn` UInt64,\n    `_xid` UInt32,\n    `_commit_ts_us` UInt64,\n    `_is_deleted` UInt8\n)\nENGINE = ReplacingMergeTree(`_lsn`)\nORDER BY (`id`)",
-		"INSERT INTO "+fresh+" (`id`, `name`, `_lsn`, `_xid`, `_commit_ts_us`, `_is_deleted`) SELECT assumeNotNull(`id`), `name`, max(`_lsn`), any(`_xid`), any(`_commit_ts_us`), toUInt8(0) FROM "+tbl+" GROUP BY `id`, `name` HAVING sum(if(`_is_deleted` = 1, -1, 1)) > 0",
+		"INSERT INTO "+fresh+" (`id`, `name`, `_lsn`, `_xid`, `_commit_ts_us`, `_is_deleted`) SELECT assumeNotNull(`id`), `name`, max(`_lsn`), any(`_xid`), any(`_commit_ts_us`), toUInt8(0) FROM "+tbl+" FINAL GROUP BY `id`, `name` HAVING sum(if(`_is_deleted` = 1, -1, 1)) > 0",
 		"RENAME TABLE "+tbl+" TO "+old+", "+fresh+" TO "+tbl,
 		"DROP TABLE IF EXISTS "+old)
 	wantMapped(t, p.Agreed, "id→id:Int32", "name→name:Nullable(String)")

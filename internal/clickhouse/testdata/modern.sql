@@ -78,10 +78,11 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`public.events`
     `_lsn` UInt64,
     `_xid` UInt32,
     `_commit_ts` DateTime64(6, 'UTC'),
-    `_is_deleted` UInt8
+    `_is_deleted` UInt8,
+    `_seq` UInt32
 )
-ENGINE = MergeTree
-ORDER BY tuple();
+ENGINE = ReplacingMergeTree(`_lsn`)
+ORDER BY (`_lsn`, `_seq`);
 
 ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN IF NOT EXISTS `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
 
