@@ -123,7 +123,8 @@ echo "   the catalog-only shadow is up and has caught up"
 
 echo "== pgbench -i -s 2 on the source: tables, 200,000 rows, then primary keys (ClickHouse tables are rebuilt under the keys)"
 as_pg "$bin/pgbench" -q -h "$var" -i -s 2 postgres >/dev/null 2>&1
-echo "== workload on the source: pgbench (1000 transactions), a new table, ALTER TABLE, updates, deletes"
+echo "== workload on the source: TRUNCATE, pgbench (1000 transactions), a new table, ALTER TABLE, updates, deletes"
+psql -c "truncate pgbench_history"
 as_pg "$bin/pgbench" -h "$var" -c 2 -t 500 postgres 2>&1 | grep -E '^tps' | sed 's/^/   /' || true
 psql <<'SQL'
 create table if not exists demo_items (id int primary key, name text, price numeric(10,2));
@@ -131,7 +132,6 @@ insert into demo_items select i, 'item ' || i, i * 1.25 from generate_series(1, 
 alter table demo_items add column if not exists note text default 'new';
 update demo_items set price = price + 1, note = 'repriced' where id % 10 = 0;
 delete from demo_items where id % 100 = 0;
-truncate pgbench_history;
 SQL
 
 echo "== rows per table: PostgreSQL | ClickHouse (SELECT count() FROM t FINAL WHERE _is_deleted = 0)"
