@@ -30,7 +30,7 @@ func eventsDescriptor() desclog.Descriptor {
 	}
 }
 
-func eventMessage(op string, lsn wal.LSN, v int64, note string, keyChanged bool) *service.Message {
+func eventMessage(op string, lsn wal.LSN, index int, v int64, note string, keyChanged bool) *service.Message {
 	m := service.NewMessage(nil)
 	m.SetStructuredMut(map[string]any{"v": v, "note": note})
 	m.MetaSetMut(processor.MetaOperation, op)
@@ -42,6 +42,7 @@ func eventMessage(op string, lsn wal.LSN, v int64, note string, keyChanged bool)
 	m.MetaSetMut(processor.MetaXID, "900")
 	m.MetaSetMut(processor.MetaCommitTime, time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339Nano))
 	m.MetaSetMut(processor.MetaDescVersion, pgbenchValidFrom.String())
+	m.MetaSetMut(processor.MetaRecordIndex, strconv.Itoa(index))
 	if keyChanged {
 		m.MetaSetMut(processor.MetaKeyChanged, "true")
 	}
@@ -58,13 +59,13 @@ func TestChangeLogReplayIsIdempotent(t *testing.T) {
 	batch := func() service.MessageBatch {
 		return service.MessageBatch{
 			// One multi-insert record: three images, two of them equal.
-			eventMessage(processor.OperationInsert, l1, 1, "a", false),
-			eventMessage(processor.OperationInsert, l1, 1, "a", false),
-			eventMessage(processor.OperationInsert, l1, 2, "b", false),
+			eventMessage(processor.OperationInsert, l1, 0, 1, "a", false),
+			eventMessage(processor.OperationInsert, l1, 1, 1, "a", false),
+			eventMessage(processor.OperationInsert, l1, 2, 2, "b", false),
 			// One update under REPLICA IDENTITY FULL: the old image
 			// deleted, the new one inserted.
-			eventMessage(processor.OperationDelete, l2, 1, "a", true),
-			eventMessage(processor.OperationUpdate, l2, 3, "c", true),
+			eventMessage(processor.OperationDelete, l2, 0, 1, "a", true),
+			eventMessage(processor.OperationUpdate, l2, 1, 3, "c", true),
 		}
 	}
 	a := r.out.store.Get(eventsOid)

@@ -37,7 +37,6 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/session"
-	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // Field names of the clickhouse_ddl output.
@@ -350,9 +349,7 @@ type chOutput struct {
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
 	meta   metaParser             // row metadata, consecutive rows' shared values parsed once
-	seqLSN wal.LSN                // the WAL record whose row images are being numbered (_seq)
-	seqN   uint32
-	ready  bool // start-up reconciliation done
+	ready  bool                   // start-up reconciliation done
 }
 
 // sessionView is what the output needs of the session: the descriptor log

@@ -29,6 +29,9 @@ type change struct {
 	commitTime time.Time
 	keyChanged bool
 	omitted    []string // unchanged TOAST columns left out of the payload
+	// recordIndex is the change's position among its WAL record's
+	// changes; -1 when the metadata is absent.
+	recordIndex int
 }
 
 // metaParser parses row metadata, reusing the last parse of the values
@@ -84,6 +87,14 @@ func (p *metaParser) parse(m *service.Message) (c change, err error) {
 	}
 	c.commitTime = p.commitTime
 	c.keyChanged = meta(processor.MetaKeyChanged) == "true"
+	c.recordIndex = -1
+	if s := meta(processor.MetaRecordIndex); s != "" {
+		n, err := strconv.ParseUint(s, 10, 31)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w", processor.MetaRecordIndex, err)
+		}
+		c.recordIndex = int(n)
+	}
 	if s := meta(processor.MetaUnchangedToast); s != "" {
 		c.omitted = strings.Split(s, ",")
 	}
@@ -104,7 +115,6 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		// Nothing of this batch is acknowledged: drop what is pending and
 		// rebuild table state from the durable agreements on the next try.
 		o.tables = map[uint32]*tableState{}
-		o.seqLSN, o.seqN = 0, 0
 		return err
 	}
 	return nil
@@ -293,16 +303,13 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	} else {
 		row[ts.delIdx] = uint8(0)
 	}
-	// The images of one WAL record, numbered in stream order: a replay
-	// after a restart numbers them the same (whole transactions are
-	// replayed), so a change-log row replaces itself.
-	if c.lsn == o.seqLSN {
-		o.seqN++
-	} else {
-		o.seqLSN, o.seqN = c.lsn, 0
-	}
 	if ts.seqIdx >= 0 {
-		row[ts.seqIdx] = o.seqN
+		// (_lsn, _seq) names the image: a replay after a restart writes
+		// the same pair, and the change-log row replaces itself.
+		if c.recordIndex < 0 {
+			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, processor.MetaRecordIndex)
+		}
+		row[ts.seqIdx] = uint32(c.recordIndex)
 	}
 	ts.add(row, size+24)
 	if len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes {

@@ -29,6 +29,7 @@ const (
 	MetaKey             = "walshadow_key"
 	MetaUnchangedToast  = "walshadow_unchanged_toast"
 	MetaKeyChanged      = "walshadow_key_changed"
+	MetaRecordIndex     = "walshadow_record_index"
 	OperationInsert     = "insert"
 	OperationUpdate     = "update"
 	OperationDelete     = "delete"
@@ -42,13 +43,23 @@ const (
 // decoded after them.
 func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
-	ev := 0
+	ev, index := 0, 0
 	for i := range o.rows {
 		for ev < len(o.events) && o.events[ev].before <= i {
 			out = append(out, o.events[ev].msg)
 			ev++
 		}
 		m := p.rowMessage(&o.rows[i], o.rowTx[i])
+		// The change's position among the changes of its WAL record (a
+		// multi-insert's tuples, an update's delete and insert halves): a
+		// record is decoded whole within one batch, so a replay numbers
+		// them the same.
+		if i > 0 && o.rows[i-1].LSN == o.rows[i].LSN {
+			index++
+		} else {
+			index = 0
+		}
+		m.MetaSetMut(MetaRecordIndex, p.text.index(index))
 		if keyChange(o.rows, i) {
 			// The delete of the old key and the update that follows it: a
 			// consumer carries the update's unchanged TOAST columns over
@@ -154,6 +165,22 @@ func (c *textCache) version(l wal.LSN) any {
 	}
 	return c.versionText
 }
+
+// index is the text of a record index (small ones shared).
+func (c *textCache) index(i int) any {
+	if i < len(smallIndexes) {
+		return smallIndexes[i]
+	}
+	return strconv.Itoa(i)
+}
+
+var smallIndexes = func() []any {
+	out := make([]any, 64)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}()
 
 // relation is d's metadata values. Descriptors are immutable and shared by
 // the log, so the pointer is the key; the map is dropped when it grows

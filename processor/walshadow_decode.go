@@ -61,7 +61,9 @@ Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, sch
 ` + "`walshadow_schema`" + `, ` + "`walshadow_table`" + `, ` + "`walshadow_relation_oid`" + `,
 ` + "`walshadow_lsn`" + ` (the change's own LSN: its version), ` + "`walshadow_commit_lsn`" + `,
 ` + "`walshadow_xid`" + `, ` + "`walshadow_commit_time`" + `, ` + "`walshadow_descriptor_version`" + `,
-` + "`walshadow_key`" + ` (the replica identity's columns), and on an update whose
+` + "`walshadow_key`" + ` (the replica identity's columns), ` + "`walshadow_record_index`" + `
+(the change's position among the changes of its WAL record: a multi-insert's
+rows, an update's delete and insert halves), and on an update whose
 unchanged TOASTed columns were left out, ` + "`walshadow_unchanged_toast`" + `.
 
 A delete carries the old key (the whole old row under REPLICA IDENTITY

@@ -221,7 +221,7 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 		sort.Strings(keys)
 		for _, k := range keys {
 			if counts[k] < 0 {
-				return nil, fmt.Errorf("ClickHouse change log %s deletes a row image %d more times than it inserts it", target, -counts[k])
+				return nil, fmt.Errorf("ClickHouse change log %s deletes a row image %d more times than it inserts it: %s", target, -counts[k], describeImage(t, images[k]))
 			}
 			for n := 0; n < counts[k]; n++ {
 				out = append(out, images[k])
@@ -417,4 +417,13 @@ func compareText(a, b *string) int {
 		return 1
 	}
 	return strings.Compare(*a, *b)
+}
+
+// describeImage renders a row image for an error message.
+func describeImage(t Table, r row) string {
+	parts := make([]string, len(r))
+	for i, v := range r {
+		parts[i] = columnName(t.Columns[i]) + "=" + showText(v)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
