@@ -181,6 +181,16 @@ type rowShape struct {
 	inScope bool
 }
 
+// has reports whether the row's shape has a live column attnum.
+func (s *rowShape) has(attnum int16) bool {
+	for _, a := range s.attnums {
+		if a == attnum {
+			return true
+		}
+	}
+	return false
+}
+
 type shapeKey struct {
 	oid     uint32
 	version wal.LSN
@@ -266,7 +276,18 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 				return fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.cols[i].Name)
 			}
 		}
-		for i := range ts.agreed.Columns {
+		for i, mc := range ts.agreed.Columns {
+			if !filled[i] && len(ts.keyIdx) == 0 && !shape.has(mc.Attnum) {
+				// A change log's delete is the whole deleted image: a column
+				// added after the row's shape reads its missing value, as
+				// the inserted image of the row does.
+				v, err := o.absentValue(ts, shape, c, mc)
+				if err != nil {
+					return err
+				}
+				row[i], filled[i] = v, true
+				continue
+			}
 			if !filled[i] {
 				zero, err := clickhouse.ConvertValue(ts.cols[i], clickhouse.Zero)
 				if err != nil {
