@@ -37,6 +37,7 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // Field names of the clickhouse_ddl output.
@@ -349,7 +350,10 @@ type chOutput struct {
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
 	meta   metaParser             // row metadata, consecutive rows' shared values parsed once
-	ready  bool                   // start-up reconciliation done
+	// writtenBefore: transactions committed below it are applied
+	// (written.json); replays of them are skipped.
+	writtenBefore wal.LSN
+	ready         bool // start-up reconciliation done
 }
 
 // sessionView is what the output needs of the session: the descriptor log
@@ -383,6 +387,11 @@ func (o *chOutput) Connect(ctx context.Context) error {
 			return fmt.Errorf("opening the agreed table shapes: %w", err)
 		}
 		o.store = st
+		w, err := loadWritten(o.s.stateDir)
+		if err != nil {
+			return fmt.Errorf("opening the output's progress: %w", err)
+		}
+		o.writtenBefore = w
 	}
 	if !o.ready {
 		if err := o.reconcileAll(ctx); err != nil {

@@ -27,6 +27,7 @@ type change struct {
 	version    wal.LSN
 	xid        uint32
 	commitTime time.Time
+	commitLSN  wal.LSN
 	keyChanged bool
 	omitted    []string // unchanged TOAST columns left out of the payload
 	// recordIndex is the change's position among its WAL record's
@@ -39,6 +40,8 @@ type change struct {
 // version and relation): the strings compare equal, the work is skipped.
 type metaParser struct {
 	oidText, versionText, xidText, timeText string
+	commitText                              string
+	commit                                  wal.LSN
 	oid                                     uint32
 	version                                 wal.LSN
 	xid                                     uint32
@@ -59,6 +62,14 @@ func (p *metaParser) parse(m *service.Message) (c change, err error) {
 	if c.lsn, err = wal.ParseLSN(meta(processor.MetaLSN)); err != nil {
 		return c, fmt.Errorf("metadata %s: %w", processor.MetaLSN, err)
 	}
+	if s := meta(processor.MetaCommitLSN); s != p.commitText || s == "" {
+		v, err := wal.ParseLSN(s)
+		if err != nil {
+			return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitLSN, err)
+		}
+		p.commitText, p.commit = s, v
+	}
+	c.commitLSN = p.commit
 	if c.op == processor.OperationSchema {
 		return c, nil
 	}
@@ -124,6 +135,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 	var last time.Time
 	var prev *service.Message
 	var prevChange change
+	var lastCommit wal.LSN
 	for _, m := range batch {
 		if err := m.GetError(); err != nil {
 			// An earlier processor failed on it: nothing of this batch may
@@ -134,6 +146,10 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 		if err != nil {
 			return err
 		}
+		if c.commitLSN < o.writtenBefore {
+			continue // applied before a restart (written.json)
+		}
+		lastCommit = c.commitLSN
 		switch c.op {
 		case processor.OperationSchema:
 			if err := o.flushAll(ctx); err != nil {
@@ -167,6 +183,14 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 	}
 	if err := o.flushAll(ctx); err != nil {
 		return err
+	}
+	// Every transaction committed before the last one seen here is now
+	// whole on ClickHouse (the last may continue in the next batch).
+	if lastCommit > o.writtenBefore {
+		if err := saveWritten(o.s.stateDir, lastCommit); err != nil {
+			return fmt.Errorf("recording the output's progress: %w", err)
+		}
+		o.writtenBefore = lastCommit
 	}
 	if !last.IsZero() {
 		o.m.lag.Set(time.Since(last).Milliseconds())
