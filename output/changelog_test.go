@@ -89,8 +89,10 @@ func TestChangeLogReplayIsIdempotent(t *testing.T) {
 	if err := r.out.WriteBatch(ctx, batch()); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT count() FROM "+table)); got != "5" {
-		t.Errorf("%s images stored after a replay of applied transactions, want the 5 of the first write", got)
+	// (The last transaction of a batch may continue in the next one: it
+	// is applied again, idempotently.)
+	if got := strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT count() FROM "+table+" WHERE _lsn = "+strconv.FormatUint(uint64(l1), 10))); got != "3" {
+		t.Errorf("%s images of the first transaction stored after its replay, want the 3 of the first write", got)
 	}
 	for i := 0; i < 2; i++ {
 		// As if the crash came before written.json recorded the batch.
