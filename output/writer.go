@@ -201,18 +201,15 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 // rowShape is a row's source shape: its descriptor version, resolved once.
 type rowShape struct {
 	desc    *desclog.Descriptor
-	attnums map[string]int16
+	attnums map[string]int16 // live column name → attnum
+	names   map[int16]string // the reverse
 	inScope bool
 }
 
 // has reports whether the row's shape has a live column attnum.
 func (s *rowShape) has(attnum int16) bool {
-	for _, a := range s.attnums {
-		if a == attnum {
-			return true
-		}
-	}
-	return false
+	_, ok := s.names[attnum]
+	return ok
 }
 
 type shapeKey struct {
@@ -235,11 +232,12 @@ func (o *chOutput) shapeOf(oid uint32, version wal.LSN) (*rowShape, error) {
 	if l.Result != desclog.Present || l.Desc == nil {
 		return nil, fmt.Errorf("relation %d has no shape at descriptor version %s in the descriptor log (%v)", oid, version, l.Result)
 	}
-	s := &rowShape{desc: l.Desc, attnums: make(map[string]int16, len(l.Desc.Columns)),
+	s := &rowShape{desc: l.Desc, attnums: make(map[string]int16, len(l.Desc.Columns)), names: make(map[int16]string, len(l.Desc.Columns)),
 		inScope: o.scope.in(l.Desc.Namespace, l.Desc.Name) && replicable(l.Desc)}
 	for _, c := range l.Desc.Columns {
 		if !c.Dropped {
 			s.attnums[c.Name] = c.Num
+			s.names[c.Num] = c.Name
 		}
 	}
 	if o.shapes == nil {
@@ -388,10 +386,8 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 // row was written before the column existed (a replay older than the
 // agreement), so PostgreSQL reads it as the column's missing value.
 func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc clickhouse.MappedColumn) (any, error) {
-	for _, col := range shape.desc.Columns {
-		if col.Num == mc.Attnum && !col.Dropped {
-			return nil, fmt.Errorf("%s of %s at %s: the payload has no value for column %q", c.op, ts.label, c.lsn, col.Name)
-		}
+	if name, live := shape.names[mc.Attnum]; live {
+		return nil, fmt.Errorf("%s of %s at %s: the payload has no value for column %q", c.op, ts.label, c.lsn, name)
 	}
 	src := ts.shape[mc.Attnum]
 	var v any
@@ -428,12 +424,8 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		if old, err := pair.AsStructured(); err == nil {
 			if fields, ok := old.(map[string]any); ok {
 				rest := want[:0]
-				names := make(map[int16]string, len(shape.attnums))
-				for n, a := range shape.attnums {
-					names[a] = n
-				}
 				for _, idx := range want {
-					v, ok := fields[names[ts.agreed.Columns[idx].Attnum]]
+					v, ok := fields[shape.names[ts.agreed.Columns[idx].Attnum]]
 					if !ok {
 						rest = append(rest, idx)
 						continue
