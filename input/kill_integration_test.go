@@ -182,11 +182,11 @@ output:
 	}
 	<-p.done
 	<-load
-	progress, err := os.ReadFile(filepath.Join(stateDir, "progress.json"))
+	progress, err := os.ReadFile(filepath.Join(stateDir, "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := regexp.MustCompile(`"resume_lsn": "([0-9A-F/]+)"`).FindSubmatch(progress)
+	stored := regexp.MustCompile(`"restart_lsn": "([0-9A-F/]+)"`).FindSubmatch(progress)
 	src.Exec(t, "ALTER TABLE killed_mid ADD COLUMN after_kill int")
 
 	p2 := startWalshadow(t, bin, config, env)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -151,8 +152,19 @@ func (in *physicalWALInput) Connect(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return in.sess.Start(ctx)
+	err := in.sess.Start(ctx)
+	if err != nil && session.IsPermanent(err) {
+		// Retrying cannot help and would repeat the same line forever:
+		// say it once and stop, nothing having been written.
+		in.mgr.Logger().Errorf("walshadow cannot start: %v", err)
+		exitProcess(1)
+	}
+	return err
 }
+
+// exitProcess ends the process on an error no restart can cure; tests
+// replace it.
+var exitProcess = os.Exit
 
 func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch, service.AckFunc, error) {
 	b, err := in.sess.Next(ctx)

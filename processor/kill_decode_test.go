@@ -160,16 +160,16 @@ type killRecord struct {
 	tornBytes    int64
 }
 
-// progressState is the part of state_dir/progress.json the test checks.
+// progressState is the part of state_dir/manifest.json the test checks.
 type progressState struct {
 	resume, delivered wal.LSN
 }
 
-// readProgress reads progress.json; before the session first saved it
+// readProgress reads manifest.json; before the session first saved it
 // (a kill right after the bootstrap) both LSNs are zero: a restart starts
 // where the bootstrap left off and nothing counts as delivered.
 func readProgress(stateDir string) (progressState, error) {
-	path := filepath.Join(stateDir, "progress.json")
+	path := filepath.Join(stateDir, "manifest.json")
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return progressState{}, nil
@@ -178,7 +178,7 @@ func readProgress(stateDir string) (progressState, error) {
 		return progressState{}, fmt.Errorf("reading %s: %w", path, err)
 	}
 	var raw struct {
-		Resume    string `json:"resume_lsn"`
+		Resume    string `json:"restart_lsn"`
 		Delivered string `json:"delivered_lsn"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -186,7 +186,7 @@ func readProgress(stateDir string) (progressState, error) {
 	}
 	var ps progressState
 	if ps.resume, err = wal.ParseLSN(raw.Resume); err != nil {
-		return ps, fmt.Errorf("%s resume_lsn: %w", path, err)
+		return ps, fmt.Errorf("%s restart_lsn: %w", path, err)
 	}
 	if raw.Delivered != "" {
 		if ps.delivered, err = wal.ParseLSN(raw.Delivered); err != nil {
@@ -334,7 +334,7 @@ func waitJournalMarker(t *testing.T, journal, stateDir, token string, child *hel
 		}
 		if time.Since(lastGrowth) > killStallTimeout {
 			prog, err := readProgress(stateDir)
-			t.Fatalf("the pipeline stalled: the journal did not grow for %v and the marker is not in it (progress.json: resume_lsn %s delivered_lsn %s %v)\n%s",
+			t.Fatalf("the pipeline stalled: the journal did not grow for %v and the marker is not in it (manifest.json: restart_lsn %s delivered_lsn %s %v)\n%s",
 				killStallTimeout, prog.resume, prog.delivered, err, child.logTail())
 		}
 		if time.Now().After(deadline) {
@@ -434,7 +434,7 @@ func (k *killer) loop(loadDone, stop <-chan struct{}) {
 			k.fail(err)
 			return
 		}
-		k.logf("kill %d (%s) of run %d after %v: progress.json resume_lsn %s delivered_lsn %s; journal %d bytes (%d torn bytes cut)",
+		k.logf("kill %d (%s) of run %d after %v: manifest.json restart_lsn %s delivered_lsn %s; journal %d bytes (%d torn bytes cut)",
 			i+1, kind, p.run, rec.lived.Round(time.Millisecond), rec.progress.resume, rec.progress.delivered, rec.journalBytes, rec.tornBytes)
 		next, err := k.runner.start(p.run + 1)
 		k.mu.Lock()
@@ -643,7 +643,7 @@ func checkReplaysOnlyUndelivered(t *testing.T, entries []journalEntry, kills []k
 			maxDupCommit = max(maxDupCommit, commit)
 			if commit <= before.progress.delivered || lsn < before.progress.resume {
 				if violations++; violations <= 10 {
-					t.Errorf("run %d repeated %s (journal byte %d, commit %s) although progress.json at the kill before it said resume_lsn %s, delivered_lsn %s: meta %v",
+					t.Errorf("run %d repeated %s (journal byte %d, commit %s) although manifest.json at the kill before it said restart_lsn %s, delivered_lsn %s: meta %v",
 						run, id, e.offset, commit, before.progress.resume, before.progress.delivered, e.msg.Meta)
 				}
 			}
@@ -663,7 +663,7 @@ func checkReplaysOnlyUndelivered(t *testing.T, entries []journalEntry, kills []k
 		}
 		if run < len(kills) {
 			k := kills[run]
-			line += fmt.Sprintf("; killed (%s) after %v: resume_lsn %s delivered_lsn %s, %d torn journal bytes cut",
+			line += fmt.Sprintf("; killed (%s) after %v: restart_lsn %s delivered_lsn %s, %d torn journal bytes cut",
 				k.kind, k.lived.Round(time.Millisecond), k.progress.resume, k.progress.delivered, k.tornBytes)
 		} else {
 			line += "; final run, stopped after the marker"

@@ -41,7 +41,7 @@ func TestDecodePreparedTransactionSurvivesRestart(t *testing.T) {
 	src.Exec(t, "INSERT INTO tp VALUES (1000, 'after the prepare')")
 	src.Exec(t, "CREATE TABLE tp_marker (id int PRIMARY KEY, token text); INSERT INTO tp_marker VALUES (1, 'first')")
 	waitToken(t, first, "first")
-	// Let progress.json record the delivery (it is written every tick).
+	// Let manifest.json record the delivery (it is written every tick).
 	var resume, delivered wal.LSN
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -61,7 +61,7 @@ func TestDecodePreparedTransactionSurvivesRestart(t *testing.T) {
 		t.Fatal("no prepared transaction")
 	}
 	if delivered == 0 || resume == 0 {
-		t.Fatalf("progress.json after delivery: resume %s delivered %s", resume, delivered)
+		t.Fatalf("manifest.json after delivery: resume %s delivered %s", resume, delivered)
 	}
 
 	src.Exec(t, "COMMIT PREPARED 'tp1'")

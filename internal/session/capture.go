@@ -25,11 +25,10 @@ func (s *Session) DescLog() *desclog.Log {
 	return s.parts.desclog
 }
 
-// openDescLog opens the descriptor log bound to the source's identity and,
-// when it is empty, seeds it from the shadow's catalogs: every user
-// relation, valid from the stream's start, covered through the shadow's
-// replay position.
-func (s *Session) openDescLog(ctx context.Context, p *parts, start wal.LSN) error {
+// openDescLog opens the descriptor log bound to the source's identity,
+// before the shadow starts: a log of another source or a corrupt one stops
+// the start with nothing changed.
+func (s *Session) openDescLog(p *parts) error {
 	log, err := desclog.Open(s.descLogDir(), desclog.Identity{
 		PGMajor:     uint32(p.boot.ServerVersionNum / 10000),
 		SystemID:    p.identity.SystemID,
@@ -37,10 +36,23 @@ func (s *Session) openDescLog(ctx context.Context, p *parts, start wal.LSN) erro
 		DbOid:       p.boot.FollowedDBOID,
 		SegmentSize: p.segSize,
 	})
-	if err != nil {
-		return fmt.Errorf("%w: %v", errCorruptState, err)
+	switch {
+	case errors.Is(err, desclog.ErrIdentityMismatch):
+		return fmt.Errorf("%w: descriptor log %s belongs to another source (%v): restore this state directory's own desclog from a backup, or start with a fresh state_dir", errCorruptState, s.descLogDir(), err)
+	case errors.Is(err, desclog.ErrCorrupt):
+		return fmt.Errorf("%w: descriptor log %s is corrupt (%v): restore it from a backup of the state directory, or start with a fresh state_dir", errCorruptState, s.descLogDir(), err)
+	case err != nil:
+		return fmt.Errorf("%w: opening the descriptor log %s: %v", errCorruptState, s.descLogDir(), err)
 	}
 	p.desclog = log
+	return nil
+}
+
+// seedDescLog seeds an empty descriptor log from the shadow's catalogs:
+// every user relation, valid from the stream's start, covered through the
+// shadow's replay position.
+func (s *Session) seedDescLog(ctx context.Context, p *parts, start wal.LSN) error {
+	log := p.desclog
 	if log.Seeded() {
 		return nil
 	}
@@ -137,6 +149,9 @@ func (s *Session) captureLocked(ctx context.Context, p *parts, b *Boundary, drop
 func (s *Session) pumpCapture(p *parts) func(ctx context.Context, b *Batch) error {
 	return func(ctx context.Context, b *Batch) error {
 		_, err := s.captureLocked(ctx, p, b.Boundary, droppedStorage(b, b.Boundary.NextLSN))
+		if err == nil && Hooks.AfterCapture != nil {
+			Hooks.AfterCapture()
+		}
 		return err
 	}
 }

@@ -15,6 +15,10 @@ type sessionMetrics struct {
 	records                                               *service.MetricCounter
 	holds, holdSeconds, shadowRestarts                    *service.MetricCounter
 	applyLagBytes                                         *service.MetricGauge
+	// Lag behind the source's WAL end: of the shadow's replay, and of
+	// delivery (acknowledged by the output: durable in ClickHouse).
+	shadowLagBytes, shadowLagSeconds     *service.MetricGauge
+	deliveryLagBytes, deliveryLagSeconds *service.MetricGauge
 	// The transaction buffer and the reorderer.
 	xactMemory, xactSpilled, xactOpen      *service.MetricGauge
 	xactSpills, xactCommitted, xactAborted *service.MetricCounter
@@ -39,6 +43,11 @@ func newSessionMetrics(m *service.Metrics) *sessionMetrics {
 		holds:           m.NewCounter("walshadow_catalog_boundary_holds_total"),
 		holdSeconds:     m.NewCounter("walshadow_catalog_boundary_hold_seconds_total"),
 		shadowRestarts:  m.NewCounter("walshadow_shadow_restarts_total"),
+
+		shadowLagBytes:     m.NewGauge("walshadow_shadow_lag_bytes"),
+		shadowLagSeconds:   m.NewGauge("walshadow_shadow_lag_seconds"),
+		deliveryLagBytes:   m.NewGauge("walshadow_delivery_lag_bytes"),
+		deliveryLagSeconds: m.NewGauge("walshadow_delivery_lag_seconds"),
 
 		xactMemory:           m.NewGauge("walshadow_xact_buffer_memory_bytes"),
 		xactSpilled:          m.NewGauge("walshadow_xact_buffer_spilled_bytes"),
@@ -98,4 +107,16 @@ func (sm *sessionMetrics) observe(st PumpStats, published, shadowApply wal.LSN) 
 		sm.applyLagBytes.Set(int64(published - shadowApply))
 	}
 	sm.last = st
+}
+
+// observeLag publishes the shadow's lag behind the source.
+func (sm *sessionMetrics) observeLag(bytes int64, seconds float64) {
+	sm.shadowLagBytes.Set(bytes)
+	sm.shadowLagSeconds.SetFloat64(seconds)
+}
+
+// observeDeliveryLag publishes delivery's lag behind the source.
+func (sm *sessionMetrics) observeDeliveryLag(bytes int64, seconds float64) {
+	sm.deliveryLagBytes.Set(bytes)
+	sm.deliveryLagSeconds.SetFloat64(seconds)
 }

@@ -8,7 +8,7 @@
 // State directory layout:
 //
 //	state_dir/
-//	  progress.json   identity and resume LSN (atomic, checksummed)
+//	  manifest.json   identity and the LSNs that matter (see ManifestFile)
 //	  shadow/         the shadow's data directory (owned by the shadow's OS user)
 //	  archive/        filtered WAL segments, the shadow's restore_command source
 //	  desclog/        the descriptor log (desc_log.ckpt, desc_log.tail)
@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,16 +63,22 @@ type Session struct {
 	batches  chan *Batch
 	closedCh chan struct{} // closed by Close
 
-	mu        sync.Mutex
-	pending   []*Batch // handed out by Next, not acknowledged yet, in order
-	closed    bool
-	runErr    error
-	parts     *parts
-	startLSN  wal.LSN
-	lastSaved wal.LSN
-	// lastDelivered is the delivered LSN last written to progress.json.
-	lastDelivered wal.LSN
-	compacting    atomic.Bool
+	mu       sync.Mutex
+	pending  []*Batch // handed out by Next, not acknowledged yet, in order
+	closed   bool
+	runErr   error
+	parts    *parts
+	startLSN wal.LSN
+	// saved is the manifest last written, savedAt when.
+	saved      Manifest
+	savedAt    time.Time
+	compacting atomic.Bool
+	// lag dates the source's WAL end; sourceEnd is the newest seen; the
+	// catch-up log reports progress towards catchUpTarget.
+	lag           lagClock
+	sourceEnd     wal.LSN
+	catchUpTarget wal.LSN
+	catchUpLogged time.Time
 
 	// nextMu serialises Next with the reorderer's teardown.
 	nextMu sync.Mutex
@@ -87,6 +92,10 @@ type Session struct {
 	reorderFloor wal.LSN
 	delivered    wal.LSN
 	xactSnap     xactSnapshot // the reorderer's state as of its last Next
+	// reorderIdle: the reorderer held nothing ready as of its last
+	// consume, having consumed the pump's records before reorderConsumed.
+	reorderIdle     bool
+	reorderConsumed wal.LSN
 }
 
 // parts are the running pieces, set by Start.
@@ -157,7 +166,10 @@ func (s *Session) Start(ctx context.Context) error {
 	return nil
 }
 
-// isPermanent tells errors a reconnect cannot cure.
+// IsPermanent tells errors a restart cannot cure: another source, a lost
+// resume point, corrupt state. The user has to act.
+func IsPermanent(err error) bool { return isPermanent(err) }
+
 func isPermanent(err error) bool {
 	var idErr *source.IdentityMismatchError
 	var walErr *source.WALRemovedError
@@ -170,9 +182,9 @@ func (s *Session) start(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("creating state_dir: %w", err)
 	}
-	prog, err := loadProgress(s.cfg.StateDir)
+	prog, err := ReadManifest(s.cfg.StateDir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errCorruptState, err)
+		return fmt.Errorf("%w: %w", errCorruptState, err)
 	}
 	pcfg, err := pgconn.ParseConfig(s.cfg.SourceDSN)
 	if err != nil {
@@ -211,15 +223,20 @@ func (s *Session) start(ctx context.Context) error {
 	p.identity = source.Identity{SystemID: boot.SystemID, Timeline: boot.Timeline}
 	start := boot.WALEnd
 	if prog != nil {
-		sys, _ := strconv.ParseUint(prog.SystemID, 10, 64)
-		stored := source.Identity{SystemID: sys, Timeline: prog.Timeline}
+		stored := source.Identity{SystemID: prog.SystemID, Timeline: prog.Timeline}
 		if err := source.CheckIdentity(p.identity, stored); err != nil {
-			return fmt.Errorf("%w: state_dir %s: the shadow and progress.json disagree: %v", errCorruptState, s.cfg.StateDir, err)
+			return fmt.Errorf("%w: state_dir %s: the shadow (%s) and %s (%s) name different sources: restore the state directory from one backup, or start with a fresh state_dir",
+				errCorruptState, s.cfg.StateDir, p.identity, ManifestFile, stored)
 		}
-		start = prog.ResumeLSN
-		delivered = prog.DeliveredLSN
+		start = prog.Restart
+		delivered = prog.Delivered
 	}
 	start -= start % wal.LSN(p.segSize)
+	// The source must still be the one the state was built from: checked
+	// before the shadow starts, so a wrong source_dsn changes nothing.
+	if err := s.checkSourceIdentity(ctx, p.identity); err != nil {
+		return err
+	}
 
 	// 3. Archive and walsender.
 	// The shadow reads the archive through its OS user's primary group.
@@ -284,6 +301,9 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 	s.setParts(p)
+	if err := s.openDescLog(p); err != nil {
+		return err
+	}
 	if err := p.shadow.Start(ctx); err != nil {
 		return fmt.Errorf("starting the shadow: %w", err)
 	}
@@ -300,9 +320,9 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}()
 
-	// 5. The descriptor log: opened (and seeded once) while the shadow
+	// 5. The descriptor log: seeded once while the shadow
 	// stands still, before the pump feeds it.
-	if err := s.openDescLog(ctx, p, start); err != nil {
+	if err := s.seedDescLog(ctx, p, start); err != nil {
 		return err
 	}
 
@@ -350,6 +370,16 @@ func (s *Session) start(ctx context.Context) error {
 	s.mu.Lock()
 	s.startLSN = start
 	s.reorderFloor = start
+	s.reorderIdle, s.reorderConsumed = false, start
+	s.saved = Manifest{}
+	if prog != nil {
+		s.saved = *prog
+	}
+	s.saved.SystemID, s.saved.Timeline = p.identity.SystemID, p.identity.Timeline
+	s.saved.ServerVersionNum, s.saved.WALSegmentSize = boot.ServerVersionNum, int(p.segSize)
+	s.saved.Restart = max(s.saved.Restart, start)
+	s.saved.Floor = max(s.saved.Floor, start)
+	s.catchUpTarget, s.catchUpLogged = 0, time.Now()
 	s.delivered = delivered
 	s.pending = nil
 	s.epoch++
@@ -366,6 +396,25 @@ func (s *Session) start(ctx context.Context) error {
 		wg.Wait()
 		close(s.done)
 	}()
+	return nil
+}
+
+// checkSourceIdentity refuses a source that is not the one the state
+// directory was built from (another cluster, or the same one on another
+// timeline): the stored positions would not name the same WAL.
+func (s *Session) checkSourceIdentity(ctx context.Context, stored source.Identity) error {
+	c, err := source.Connect(ctx, s.cfg.SourceDSN)
+	if err != nil {
+		return fmt.Errorf("connecting to the source: %w", err)
+	}
+	defer c.Close(context.Background())
+	current, err := c.IdentifySystem(ctx)
+	if err != nil {
+		return fmt.Errorf("identifying the source: %w", err)
+	}
+	if err := source.CheckIdentity(stored, current); err != nil {
+		return fmt.Errorf("state_dir %s was built from %s (source %s): %w", s.cfg.StateDir, stored, source.RedactDSN(s.cfg.SourceDSN), err)
+	}
 	return nil
 }
 
@@ -417,6 +466,7 @@ func (s *Session) run(ctx context.Context, p *parts) {
 		}
 		switch {
 		case err == nil:
+			s.observeSourceEnd(chunk.ServerWALEnd)
 			if err := p.pump.Feed(ctx, chunk.Data); err != nil {
 				if ctx.Err() == nil {
 					s.failRun(err)
@@ -438,28 +488,37 @@ func (s *Session) run(ctx context.Context, p *parts) {
 	}
 }
 
-// tick reports positions to the source, persists the resume point, sweeps
-// the archive and updates metrics.
+// tick persists the manifest, reports positions to the source (the flush
+// position never above the stored floor), sweeps the archive, and updates
+// metrics and the catch-up log.
 func (s *Session) tick(ctx context.Context, p *parts) {
+	now := time.Now()
+	if c := p.stream.Client(); c != nil {
+		s.observeSourceEnd(c.ServerWALEnd())
+	}
 	apply := p.walsender.ShadowApply()
-	floor, delivered := s.floor(p, apply)
-	p.stream.SetPositions(p.pump.NextByte(), floor, floor)
-	resume := floor - floor%wal.LSN(p.segSize)
-	if resume > s.lastSaved || delivered > s.lastDelivered {
-		err := saveProgress(s.cfg.StateDir, Progress{
-			SystemID:     strconv.FormatUint(p.identity.SystemID, 10),
-			Timeline:     p.identity.Timeline,
-			ResumeLSN:    max(resume, s.lastSaved),
-			DeliveredLSN: delivered,
-		})
-		if err != nil {
+	floor, delivered, deliveredThrough := s.floor(p, apply)
+	st := p.pump.Stats()
+	m := s.saved
+	m.Received, m.FilteredDurable, m.ShadowReplay = st.Received, p.archive.DurableEnd(), max(apply, m.ShadowReplay)
+	m.Delivered = max(delivered, m.Delivered)
+	m.Floor = max(floor, m.Floor)
+	m.Restart = max(m.Floor-m.Floor%wal.LSN(p.segSize), m.Restart)
+	restartMoved := m.Restart > s.saved.Restart
+	if restartMoved || m.Delivered > s.saved.Delivered ||
+		(m.Floor > s.saved.Floor && now.Sub(s.savedAt) >= time.Second) ||
+		(m != s.saved && now.Sub(s.savedAt) >= 10*time.Second) {
+		m.UpdatedAt = now
+		if err := WriteManifest(s.cfg.StateDir, m); err != nil {
 			s.failRun(fmt.Errorf("saving progress: %w", err))
 			return
 		}
-		s.lastDelivered = delivered
+		s.saved, s.savedAt = m, now
 	}
-	if resume > s.lastSaved {
-		s.lastSaved = resume
+	// The slot keeps WAL from the segment holding its flush position: the
+	// stored floor, so a restart finds every byte it streams again.
+	p.stream.SetPositions(p.pump.NextByte(), s.saved.Floor, s.saved.Floor)
+	if restartMoved {
 		if p.desclog.ShouldCompact() && s.compacting.CompareAndSwap(false, true) {
 			// Off the record loop: a checkpoint rewrite must not stall
 			// the stream into the source's wal_sender_timeout.
@@ -468,7 +527,7 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 				if err := p.desclog.Compact(floor); err != nil {
 					s.failRun(fmt.Errorf("compacting the descriptor log: %w", err))
 				}
-			}(resume)
+			}(s.saved.Restart)
 		}
 		if keep := s.archiveKeepFrom(p, apply); keep > 0 {
 			if _, err := p.archive.Sweep(keep); err != nil {
@@ -476,14 +535,60 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 			}
 		}
 	}
-	s.m.observe(p.pump.Stats(), p.walsender.Published(), apply)
+	s.m.observe(st, p.walsender.Published(), apply)
+	shadowPos := max(apply, s.saved.ShadowReplay)
+	s.m.observeLag(s.lag.lag(shadowPos, now))
+	s.m.observeDeliveryLag(s.lag.lag(deliveredThrough, now))
+	s.lag.prune(min(shadowPos, deliveredThrough))
+	s.logCatchUp(st.Received, now)
 	s.mu.Lock()
 	snap := s.xactSnap
 	s.mu.Unlock()
 	s.m.observeXact(snap)
-	s.m.resumeLSN.Set(int64(s.lastSaved))
+	s.m.resumeLSN.Set(int64(s.saved.Restart))
 	s.m.shadowRestarts.Incr(p.shadow.Restarts() - s.m.lastRestarts)
 	s.m.lastRestarts = p.shadow.Restarts()
+}
+
+// observeSourceEnd notes the source's WAL end (from data and keepalives).
+func (s *Session) observeSourceEnd(end wal.LSN) {
+	if end > s.sourceEnd {
+		s.sourceEnd = end
+		s.lag.observe(end, time.Now())
+	}
+}
+
+// logCatchUp reports, every 10 s until the stream reaches it, how far the
+// stream is towards the source's WAL end as first seen after the start.
+func (s *Session) logCatchUp(received wal.LSN, now time.Time) {
+	if s.catchUpTarget == 0 {
+		if s.sourceEnd == 0 {
+			return
+		}
+		s.catchUpTarget = s.sourceEnd
+		if s.catchUpTarget > received {
+			s.log.Info("catching up with the source", "from", received.String(), "to", s.catchUpTarget.String(),
+				"behind_mb", fmt.Sprintf("%.1f", float64(s.catchUpTarget-received)/(1<<20)))
+		} else {
+			s.catchUpTarget = 1 // nothing to catch up: never log
+		}
+		return
+	}
+	if s.catchUpTarget == 1 || s.startLSN >= s.catchUpTarget {
+		return
+	}
+	if received >= s.catchUpTarget {
+		s.log.Info("caught up with the source", "lsn", received.String(), "took", now.Sub(s.catchUpLogged).Round(time.Second).String())
+		s.catchUpTarget = 1
+		return
+	}
+	if now.Sub(s.catchUpLogged) >= 10*time.Second {
+		total := float64(s.catchUpTarget - s.startLSN)
+		done := float64(received - min(received, s.startLSN))
+		s.log.Info(fmt.Sprintf("catching up with the source: %.0f%% (%.1f of %.1f MB)", 100*done/total, done/(1<<20), total/(1<<20)),
+			"received", received.String(), "target", s.catchUpTarget.String())
+		s.catchUpLogged = now
+	}
 }
 
 // floor is the resume floor: nothing before it is needed again. It is at
@@ -494,7 +599,11 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 // read under the same lock, after the batches: a transaction acknowledged in
 // between is then either still under the floor or already counted as
 // delivered, never neither.
-func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered wal.LSN) {
+//
+// deliveredThrough is the position every committed transaction before it
+// has been acknowledged: delivered, or, with nothing pending and the
+// reorderer idle, everything it consumed (the delivery lag's position).
+func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThrough wal.LSN) {
 	f := p.pump.Decided()
 	s.mu.Lock()
 	f = min(f, s.reorderFloor)
@@ -504,11 +613,15 @@ func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered wal.LSN) {
 		}
 	}
 	delivered = s.delivered
+	deliveredThrough = delivered
+	if len(s.pending) == 0 && s.reorderIdle {
+		deliveredThrough = max(deliveredThrough, s.reorderConsumed)
+	}
 	s.mu.Unlock()
 	if apply == 0 {
-		return min(f, s.startLSN), delivered
+		return min(f, s.startLSN), delivered, deliveredThrough
 	}
-	return min(f, apply), delivered
+	return min(f, apply), delivered, deliveredThrough
 }
 
 // archiveKeepFrom keeps the archive's segments the shadow may still need:
@@ -518,7 +631,7 @@ func (s *Session) archiveKeepFrom(p *parts, apply wal.LSN) wal.LSN {
 	if apply <= keep {
 		return 0
 	}
-	return min(apply-keep, s.lastSaved)
+	return min(apply-keep, s.saved.Restart)
 }
 
 // Next returns the next batch of committed transactions, blocking until
@@ -575,12 +688,17 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 				return nil, ctx.Err()
 			}
 		}
+		spills := r.buf.Stats().Spills
 		if err := r.consume(pb); err != nil {
 			s.failRun(err)
 			return nil, fmt.Errorf("%w: %w", ErrStopped, err)
 		}
+		if Hooks.AfterSpill != nil && r.buf.Stats().Spills > spills {
+			Hooks.AfterSpill()
+		}
 		s.mu.Lock()
 		s.reorderFloor = r.floor()
+		s.reorderIdle, s.reorderConsumed = r.idle(), r.consumed
 		s.mu.Unlock()
 	}
 	st := r.buf.Stats()
@@ -589,6 +707,7 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 	out.Seq, out.Epoch = s.seq, s.epoch
 	s.pending = append(s.pending, out)
 	s.reorderFloor = r.floor()
+	s.reorderIdle, s.reorderConsumed = r.idle(), r.consumed
 	s.xactSnap = xactSnapshot{memory: st.MemoryBytes, spilled: st.SpilledBytes, spills: st.Spills, open: st.OpenXIDs, reorder: r.stats}
 	s.mu.Unlock()
 	return out, nil

@@ -343,9 +343,18 @@ func TestSessionShadowFollowsSource(t *testing.T) {
 		}
 		s.Close(context.Background())
 		<-c.done
-		prog, err := loadProgress(dir)
+		prog, err := ReadManifest(dir)
 		if err != nil || prog == nil {
 			t.Fatalf("no progress saved: %v", err)
+		}
+		// The slot never holds less than a restart needs: its restart_lsn
+		// (the flush position reported) is at most the stored floor.
+		slotRestart := src.QueryLSN(t, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'walshadow_test'")
+		if slotRestart == 0 || slotRestart > prog.Floor || prog.Restart > prog.Floor || prog.Floor > prog.Received {
+			t.Fatalf("slot restart_lsn %s, manifest floor %s restart %s received %s", slotRestart, prog.Floor, prog.Restart, prog.Received)
+		}
+		if prog.Delivered == 0 || prog.ShadowReplay == 0 || prog.FilteredDurable == 0 || prog.SystemID == 0 {
+			t.Fatalf("manifest missing positions: %+v", prog)
 		}
 		src.PGBench(t, scale, testrig.PGBenchOptions{NoInit: true, Transactions: 300})
 		src.Exec(t, "ALTER TABLE accept_a ADD COLUMN after_restart int")
@@ -356,8 +365,8 @@ func TestSessionShadowFollowsSource(t *testing.T) {
 		}
 		defer s2.Close(context.Background())
 		consume(t, s2)
-		if s2.startLSN != prog.ResumeLSN {
-			t.Fatalf("restarted at %s, stored resume point %s", s2.startLSN, prog.ResumeLSN)
+		if s2.startLSN != prog.Restart {
+			t.Fatalf("restarted at %s, stored resume point %s", s2.startLSN, prog.Restart)
 		}
 		after, _ := os.Stat(marker)
 		if !after.ModTime().Equal(before.ModTime()) {

@@ -50,8 +50,7 @@ func (e *IdentityMismatchError) Error() string {
 	}
 	return fmt.Sprintf("source is on timeline %d but the stored state is on timeline %d (system %d): "+
 		"the source was promoted or restored onto a new timeline, and the stored position may not be on its history; "+
-		"start from a fresh state directory, or, if the new timeline is known to contain every stored position, "+
-		"restart with the timeline override option",
+		"walshadow does not follow timeline switches: start from a fresh state directory",
 		e.Current.Timeline, e.Stored.Timeline, e.Current.SystemID)
 }
 
