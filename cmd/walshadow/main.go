@@ -13,6 +13,7 @@ import (
 	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
 
 	_ "github.com/walshadow/walshadow/input"
+	_ "github.com/walshadow/walshadow/metrics"
 	_ "github.com/walshadow/walshadow/output"
 	_ "github.com/walshadow/walshadow/processor"
 )
