@@ -18,6 +18,7 @@ chdir=$var/clickhouse
 shadow_port=54329
 ch_tcp=${WALSHADOW_DEMO_CH_PORT:-19000}
 ch_http=${WALSHADOW_DEMO_CH_HTTP_PORT:-18123}
+http_port=${WALSHADOW_DEMO_HTTP_PORT:-14195}
 ch_db=walshadow_demo
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -107,6 +108,7 @@ mkdir -p "$state"
 PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
   WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$PWD/pgext" \
   CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$ch_tcp/default" CLICKHOUSE_DATABASE=$ch_db \
+  WALSHADOW_HTTP_ADDRESS=127.0.0.1:$http_port \
   nohup bin/walshadow run resources/pipelines/pg_to_clickhouse.yaml >"$var/walshadow.log" 2>&1 &
 echo $! >"$var/walshadow.pid"
 
@@ -165,6 +167,8 @@ paste <(psql -Atc "select attname || ' ' || format_type(atttypid, atttypmod) fro
 src_size=$(psql -Atc "select pg_size_pretty(sum(pg_database_size(oid))) from pg_database")
 shadow_size=$(du -sh --exclude=pg_wal "$state/shadow" | cut -f1)
 echo "== sizes: source databases $src_size; the catalog-only shadow $shadow_size (it holds no user data)"
+echo "== lag (Prometheus metrics at http://127.0.0.1:$http_port/metrics)"
+curl -sf "http://127.0.0.1:$http_port/metrics" | grep -E '^walshadow_(shadow|delivery)_lag_(bytes|seconds)' | sed -E 's/\{[^}]*\}//; s/^/   /' || echo "   (metrics not reachable)"
 echo "walshadow keeps running: change the source and watch ClickHouse follow, e.g."
 echo "   curl -s http://127.0.0.1:$ch_http/ --data-binary 'SELECT * FROM $ch_db.\`public.demo_items\` FINAL WHERE _is_deleted = 0 LIMIT 5'"
 echo "stop everything with: go tool task demo:stop"
