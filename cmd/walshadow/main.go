@@ -41,5 +41,6 @@ func cliOptions() []service.CLIOptFunc {
 		service.CLIOptSetProductName("walshadow"),
 		service.CLIOptSetVersion(Version, DateBuilt),
 		service.CLIOptAddCommand(walCommand()),
+		service.CLIOptAddCommand(statusCommand()),
 	}
 }

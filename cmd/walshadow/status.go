@@ -1,0 +1,566 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
+
+	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/source"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+const (
+	flagStateDir  = "state-dir"
+	flagSourceDSN = "source-dsn"
+	flagSlot      = "slot"
+	flagLabel     = "label"
+	flagCHState   = "clickhouse-state-dir"
+
+	defaultSlotName = "walshadow"
+	// statusSourceTimeout bounds the connection and queries to the source:
+	// status is for looking, it must not hang on an unreachable server.
+	statusSourceTimeout = 10 * time.Second
+)
+
+// statusTarget is what `walshadow status` inspects.
+type statusTarget struct {
+	StateDir string
+	// SourceDSN, when set, adds the source's WAL position and slot.
+	SourceDSN string
+	// SlotName is the session's physical slot; "" streams without one.
+	SlotName string
+	// ClickHouseStateDir holds written.json; "" means StateDir/clickhouse.
+	ClickHouseStateDir string
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "Show a session's durable progress, its shadow and its lag",
+		ArgsUsage: "[config.yaml] (flags go before it)",
+		Description: `Reads the session's state directory (the manifest, the shadow's bootstrap
+marker and postmaster.pid, the ClickHouse output's written.json) and prints
+every position with its age and the lags between them. With a source DSN it
+also asks the source for its current WAL position and the replication
+slot's state, and prints how far each position is behind the source.
+Nothing is written, and the running session is not disturbed.
+
+The state directory, source DSN and slot come from the pipeline config
+(its walshadow resource, ${ENV} variables interpolated) or from the flags;
+a flag wins over the config. Passwords are never printed.
+
+Exit status: 0 when the state directory was read, 1 when it holds no
+manifest (the session has not started yet) or the manifest is corrupt.
+
+Examples:
+  walshadow status resources/pipelines/pg_to_clickhouse.yaml
+  walshadow status --state-dir ./var/walshadow --source-dsn postgres://walshadow@db/app`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: flagStateDir, Usage: "the session's state_dir (instead of, or overriding, the config's)"},
+			&cli.StringFlag{Name: flagSourceDSN, Usage: "the source's connection string, to show its WAL position and slot"},
+			&cli.StringFlag{Name: flagSlot, Usage: "the physical replication slot (default: the config's slot.name, else " + defaultSlotName + ")"},
+			&cli.StringFlag{Name: flagLabel, Usage: "which walshadow resource of the config, when it has several"},
+			&cli.StringFlag{Name: flagCHState, Usage: "the clickhouse_ddl output's state_dir, when it sets one (default: clickhouse under the state directory)"},
+		},
+		Action: runStatus,
+	}
+}
+
+func runStatus(c *cli.Context) error {
+	target, err := statusTargetOf(c)
+	if err != nil {
+		return cli.Exit("status: "+err.Error(), exitFatal)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, statusSourceTimeout)
+	defer cancel()
+	rep, err := collectStatus(ctx, target, time.Now())
+	if err != nil {
+		return cli.Exit("status: "+err.Error(), exitFatal)
+	}
+	if err := rep.write(c.App.Writer); err != nil {
+		return cli.Exit(fmt.Sprintf("status: writing the report: %v", err), exitFatal)
+	}
+	return nil
+}
+
+// statusTargetOf combines the config file (if given) with the flags.
+func statusTargetOf(c *cli.Context) (statusTarget, error) {
+	var t statusTarget
+	switch c.NArg() {
+	case 0:
+	case 1:
+		ps, err := readPipelineSession(c.Args().First(), c.String(flagLabel))
+		if err != nil {
+			return t, err
+		}
+		t = statusTarget{StateDir: ps.StateDir, SourceDSN: ps.SourceDSN, SlotName: ps.SlotName}
+	default:
+		return t, fmt.Errorf("give one pipeline config, not %d arguments", c.NArg())
+	}
+	if c.IsSet(flagStateDir) {
+		t.StateDir = c.String(flagStateDir)
+	}
+	if c.IsSet(flagSourceDSN) {
+		t.SourceDSN = c.String(flagSourceDSN)
+	}
+	t.ClickHouseStateDir = c.String(flagCHState)
+	switch {
+	case c.IsSet(flagSlot):
+		t.SlotName = c.String(flagSlot)
+	case c.NArg() == 0:
+		t.SlotName = defaultSlotName
+	}
+	if t.StateDir == "" {
+		return t, fmt.Errorf("no state directory: give a pipeline config or --%s", flagStateDir)
+	}
+	return t, nil
+}
+
+// statusReport is everything status found.
+type statusReport struct {
+	now      time.Time
+	stateDir string
+	manifest *session.Manifest
+
+	shadow shadowStatus
+
+	writtenPath string
+	written     wal.LSN
+	writtenAt   time.Time
+	writtenErr  error // a missing file is not an error: written stays 0
+
+	src *sourceStatus // nil without a source DSN
+}
+
+type shadowStatus struct {
+	dir          string
+	bootstrap    *shadow.BootstrapResult
+	bootstrapErr error
+	pid          int
+	running      bool
+	pidNote      string // why running is what it is
+	size         int64
+	sizeErr      error
+}
+
+type sourceStatus struct {
+	target   string // redacted
+	err      error  // connecting or the WAL position failed
+	wal      wal.LSN
+	standby  bool
+	systemID uint64
+	sysIDErr error
+
+	slot     string
+	slotErr  error
+	slotSeen bool
+	slotType string
+	restart  *wal.LSN
+	active   bool
+	walState string
+}
+
+// collectStatus reads the state directory and, with a DSN, the source. An
+// error is a state directory status cannot report on: no manifest, or a
+// corrupt one.
+func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusReport, error) {
+	m, err := session.ReadManifest(t.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%s holds no %s: the session has not started yet (or state_dir names another directory)", t.StateDir, session.ManifestFile)
+	}
+	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m}
+	rep.shadow = readShadowStatus(filepath.Join(t.StateDir, "shadow"))
+	chDir := t.ClickHouseStateDir
+	if chDir == "" {
+		chDir = filepath.Join(t.StateDir, "clickhouse")
+	}
+	rep.writtenPath = filepath.Join(chDir, "written.json")
+	rep.written, rep.writtenAt, rep.writtenErr = readWritten(rep.writtenPath)
+	if t.SourceDSN != "" {
+		rep.src = querySource(ctx, t.SourceDSN, t.SlotName)
+	}
+	return rep, nil
+}
+
+func readShadowStatus(dir string) shadowStatus {
+	s := shadowStatus{dir: dir}
+	s.bootstrap, s.bootstrapErr = shadow.ReadBootstrapResult(dir)
+	s.pid, s.running, s.pidNote = postmasterState(dir)
+	s.size, s.sizeErr = diskUsage(dir)
+	return s
+}
+
+// postmasterState reads postmaster.pid (its first line is the postmaster's
+// pid) and checks that process exists.
+func postmasterState(dir string) (pid int, running bool, note string) {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, "no postmaster.pid"
+	}
+	if err != nil {
+		return 0, false, fmt.Sprintf("unknown: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, false, fmt.Sprintf("unknown: postmaster.pid starts with %q, not a pid", first)
+	}
+	switch err := syscall.Kill(pid, 0); {
+	case err == nil:
+		return pid, true, ""
+	case errors.Is(err, syscall.EPERM):
+		// It exists but belongs to another user (the shadow runs as its
+		// own OS user when walshadow runs as root).
+		return pid, true, "owned by another user"
+	case errors.Is(err, syscall.ESRCH):
+		return pid, false, "stale postmaster.pid: no such process"
+	default:
+		return pid, false, fmt.Sprintf("unknown: signalling pid %d: %v", pid, err)
+	}
+}
+
+// diskUsage sums the sizes of the regular files under dir; unreadable parts
+// are skipped and reported.
+func diskUsage(dir string) (int64, error) {
+	var total int64
+	var errs []error
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			errs = append(errs, err)
+			return nil
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				errs = append(errs, err)
+				return nil
+			}
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(errs) > 0 {
+		return total, fmt.Errorf("%d unreadable entries, the first: %w", len(errs), errs[0])
+	}
+	return total, nil
+}
+
+// readWritten reads the ClickHouse output's written.json (see
+// output/progress.go): {"format": 1, "written_before": "0/3000A28"}, and
+// its modification time.
+func readWritten(path string) (wal.LSN, time.Time, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, time.Time{}, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	var st struct {
+		Format        int    `json:"format"`
+		WrittenBefore string `json:"written_before"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, time.Time{}, fmt.Errorf("%s is not JSON: %w", path, err)
+	}
+	if st.Format != 1 {
+		return 0, time.Time{}, fmt.Errorf("%s: format %d, this walshadow reads format 1", path, st.Format)
+	}
+	lsn, err := wal.ParseLSN(st.WrittenBefore)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("%s: written_before: %w", path, err)
+	}
+	var at time.Time
+	if info, err := os.Stat(path); err == nil {
+		at = info.ModTime()
+	}
+	return lsn, at, nil
+}
+
+// querySource asks the source for its WAL position, identity and slot over
+// an ordinary SQL connection (no walsender is taken). Errors are kept in the
+// result: the state directory's report stands without them.
+func querySource(ctx context.Context, dsn, slot string) *sourceStatus {
+	s := &sourceStatus{target: source.RedactDSN(dsn), slot: slot}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's parse error can quote the string, password included.
+		s.err = errors.New("the connection string does not parse")
+		return s
+	}
+	delete(cfg.RuntimeParams, "replication")
+	cfg.RuntimeParams["application_name"] = "walshadow status"
+	scrub := func(err error) error {
+		if err == nil || len(cfg.Password) < 4 {
+			return err
+		}
+		return errors.New(strings.ReplaceAll(err.Error(), cfg.Password, "xxxxx"))
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		s.err = scrub(fmt.Errorf("connecting: %w", err))
+		return s
+	}
+	defer conn.Close(context.Background())
+
+	var lsnText *string
+	err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery(),
+		(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END)::text`).
+		Scan(&s.standby, &lsnText)
+	switch {
+	case err != nil:
+		s.err = scrub(fmt.Errorf("reading the current WAL position: %w", err))
+		return s
+	case lsnText == nil:
+		s.err = errors.New("the source is a standby that has received no WAL yet")
+		return s
+	}
+	if s.wal, err = wal.ParseLSN(*lsnText); err != nil {
+		s.err = fmt.Errorf("the source's WAL position %q: %w", *lsnText, err)
+		return s
+	}
+	var sysID int64
+	if err := conn.QueryRow(ctx, "SELECT system_identifier FROM pg_control_system()").Scan(&sysID); err != nil {
+		s.sysIDErr = scrub(err)
+	} else {
+		s.systemID = uint64(sysID)
+	}
+	if slot != "" {
+		var restart, walState *string
+		err := conn.QueryRow(ctx, `SELECT slot_type, restart_lsn::text, active, wal_status
+			FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
+			Scan(&s.slotType, &restart, &s.active, &walState)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			s.slotErr = scrub(fmt.Errorf("reading pg_replication_slots: %w", err))
+		default:
+			s.slotSeen = true
+			if walState != nil {
+				s.walState = *walState
+			}
+			if restart != nil {
+				lsn, err := wal.ParseLSN(*restart)
+				if err != nil {
+					s.slotErr = fmt.Errorf("slot %q: restart_lsn %q: %w", slot, *restart, err)
+				} else {
+					s.restart = &lsn
+				}
+			}
+		}
+	}
+	return s
+}
+
+// write prints the report as aligned tables.
+func (r *statusReport) write(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	m := r.manifest
+	age := ago(r.now, m.UpdatedAt)
+	fmt.Fprintf(w, "state directory\t%s\n", r.stateDir)
+	fmt.Fprintf(w, "source identity\tsystem %d, timeline %d, server_version_num %d, WAL segments of %s\n",
+		m.SystemID, m.Timeline, m.ServerVersionNum, byteSize(int64(m.WALSegmentSize)))
+	fmt.Fprintf(w, "manifest\tupdated %s (%s)\n", age, m.UpdatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "POSITION\tLSN\tAS OF")
+	for _, p := range []struct {
+		name string
+		lsn  wal.LSN
+	}{
+		{"received", m.Received},
+		{"filtered durable", m.FilteredDurable},
+		{"shadow replay", m.ShadowReplay},
+		{"delivered", m.Delivered},
+		{"floor", m.Floor},
+		{"restart", m.Restart},
+	} {
+		fmt.Fprintf(w, "%s\t%s\tupdated %s\n", p.name, p.lsn, age)
+	}
+	switch {
+	case r.writtenErr != nil:
+		fmt.Fprintf(w, "clickhouse written\t?\t%v\n", r.writtenErr)
+	case r.written == 0:
+		fmt.Fprintf(w, "clickhouse written\t-\tno %s (no clickhouse_ddl output, or nothing written yet)\n", r.writtenPath)
+	default:
+		fmt.Fprintf(w, "clickhouse written\t%s\tupdated %s (%s)\n", r.written, ago(r.now, r.writtenAt), r.writtenPath)
+	}
+	if s := r.src; s != nil && s.err == nil {
+		fmt.Fprintf(w, "source WAL\t%s\tnow\n", s.wal)
+		if s.restart != nil {
+			fmt.Fprintf(w, "slot restart\t%s\tnow\n", *s.restart)
+		}
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "LAG\tBEHIND")
+	fmt.Fprintf(w, "received → shadow replay\t%s\n", lag(m.Received, m.ShadowReplay))
+	fmt.Fprintf(w, "received → delivered\t%s\n", lag(m.Received, m.Delivered))
+	if r.written != 0 {
+		fmt.Fprintf(w, "received → clickhouse written\t%s\n", lag(m.Received, r.written))
+	}
+	if s := r.src; s != nil && s.err == nil {
+		fmt.Fprintf(w, "source → received\t%s\n", lag(s.wal, m.Received))
+		fmt.Fprintf(w, "source → shadow replay\t%s\n", lag(s.wal, m.ShadowReplay))
+		fmt.Fprintf(w, "source → delivered\t%s\n", lag(s.wal, m.Delivered))
+		if r.written != 0 {
+			fmt.Fprintf(w, "source → clickhouse written\t%s\n", lag(s.wal, r.written))
+		}
+		if s.restart != nil {
+			fmt.Fprintf(w, "WAL the slot retains\t%s\n", lag(s.wal, *s.restart))
+		}
+	}
+	fmt.Fprintln(w)
+
+	sh := r.shadow
+	fmt.Fprintf(w, "SHADOW\t%s\n", sh.dir)
+	switch b := sh.bootstrap; {
+	case b != nil:
+		fmt.Fprintf(w, "bootstrap\tcomplete: backup %s to %s, timeline %d, system %d\n", b.StartLSN, b.EndLSN, b.Timeline, b.SystemID)
+		if b.SystemID != m.SystemID {
+			fmt.Fprintf(w, "\tWARNING: the manifest's system is %d\n", m.SystemID)
+		}
+	case errors.Is(sh.bootstrapErr, shadow.ErrNotBootstrapped):
+		fmt.Fprintf(w, "bootstrap\tnot bootstrapped\n")
+	default:
+		fmt.Fprintf(w, "bootstrap\t%v\n", sh.bootstrapErr)
+	}
+	switch {
+	case sh.running && sh.pidNote != "":
+		fmt.Fprintf(w, "postmaster\trunning, pid %d (%s)\n", sh.pid, sh.pidNote)
+	case sh.running:
+		fmt.Fprintf(w, "postmaster\trunning, pid %d\n", sh.pid)
+	default:
+		fmt.Fprintf(w, "postmaster\tnot running (%s)\n", sh.pidNote)
+	}
+	switch {
+	case errors.Is(sh.sizeErr, fs.ErrNotExist) && sh.size == 0:
+		fmt.Fprintf(w, "size on disk\tnone (no shadow directory)\n")
+	case sh.sizeErr != nil && sh.size == 0:
+		fmt.Fprintf(w, "size on disk\tunknown: %v\n", sh.sizeErr)
+	case sh.sizeErr != nil:
+		fmt.Fprintf(w, "size on disk\tat least %s (%v)\n", byteSize(sh.size), sh.sizeErr)
+	default:
+		fmt.Fprintf(w, "size on disk\t%s\n", byteSize(sh.size))
+	}
+
+	if s := r.src; s != nil {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "SOURCE\t%s\n", s.target)
+		if s.err != nil {
+			fmt.Fprintf(w, "error\t%v\n", s.err)
+		} else {
+			role := "primary"
+			if s.standby {
+				role = "standby (position: WAL received)"
+			}
+			fmt.Fprintf(w, "current WAL\t%s, %s\n", s.wal, role)
+			switch {
+			case s.sysIDErr != nil:
+				fmt.Fprintf(w, "system\tunknown: %v\n", s.sysIDErr)
+			case s.systemID != m.SystemID:
+				fmt.Fprintf(w, "system\t%d: WARNING: not the manifest's system %d (the DSN names another server)\n", s.systemID, m.SystemID)
+			default:
+				fmt.Fprintf(w, "system\t%d, as in the manifest\n", s.systemID)
+			}
+			switch {
+			case s.slot == "":
+				fmt.Fprintf(w, "slot\tnone configured\n")
+			case s.slotErr != nil:
+				fmt.Fprintf(w, "slot\t%s: %v\n", s.slot, s.slotErr)
+			case !s.slotSeen:
+				fmt.Fprintf(w, "slot\t%s: does not exist on the source\n", s.slot)
+			default:
+				state := "inactive"
+				if s.active {
+					state = "active"
+				}
+				restart := "none"
+				if s.restart != nil {
+					restart = s.restart.String()
+				}
+				walState := s.walState
+				if walState == "" {
+					walState = "-"
+				}
+				fmt.Fprintf(w, "slot\t%s: %s %s, restart_lsn %s, wal_status %s\n", s.slot, s.slotType, state, restart, walState)
+			}
+		}
+	}
+	return w.Flush()
+}
+
+// lag is how far behind `to` is `from`, in bytes.
+func lag(from, to wal.LSN) string {
+	if to > from {
+		return fmt.Sprintf("0 B (ahead by %s)", byteSize(int64(to-from)))
+	}
+	return byteSize(int64(from - to))
+}
+
+// byteSize renders n bytes for people, exact below 1 KiB.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n), ""
+	for _, s := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		v /= unit
+		suffix = s
+		if v < unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%.1f %s (%d B)", v, suffix, n)
+}
+
+// ago renders the time since t: "3 s ago", "2 min 5 s ago", "4 h 12 min ago".
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return fmt.Sprintf("%s in the future (clock skew?)", roundDuration(-d))
+	}
+	return roundDuration(d) + " ago"
+}
+
+func roundDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%d s", s)
+	case s < 3600:
+		return fmt.Sprintf("%d min %d s", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%d h %d min", s/3600, s%3600/60)
+	default:
+		return fmt.Sprintf("%d d %d h", s/86400, s%86400/3600)
+	}
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/testrig"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// runStatusCLI runs `status <args>` as the CLI would and returns stdout,
+// the exit message and the exit code.
+func runStatusCLI(t *testing.T, args ...string) (out, msg string, code int) {
+	t.Helper()
+	var stdout bytes.Buffer
+	app := &cli.App{
+		Name:           "walshadow",
+		Writer:         &stdout,
+		ErrWriter:      &bytes.Buffer{},
+		Commands:       []*cli.Command{statusCommand()},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.Run(append([]string{"walshadow", "status"}, args...))
+	var ec cli.ExitCoder
+	switch {
+	case err == nil:
+		return stdout.String(), "", 0
+	case errors.As(err, &ec):
+		return stdout.String(), err.Error(), ec.ExitCode()
+	}
+	t.Fatalf("status %v: %v", args, err)
+	return "", "", -1
+}
+
+func mustLSN(t *testing.T, s string) wal.LSN {
+	t.Helper()
+	l, err := wal.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// testManifest is a manifest with distinct positions, updated 3 s ago.
+func testManifest(t *testing.T) session.Manifest {
+	return session.Manifest{
+		SystemID: 7445501238329857311, Timeline: 1, ServerVersionNum: 150018, WALSegmentSize: 16 << 20,
+		Received:        mustLSN(t, "0/5A3F1C8"),
+		FilteredDurable: mustLSN(t, "0/5000000"),
+		ShadowReplay:    mustLSN(t, "0/5A3F0B0"),
+		Delivered:       mustLSN(t, "0/5A3E9E0"),
+		Floor:           mustLSN(t, "0/5A3E100"),
+		Restart:         mustLSN(t, "0/5000000"),
+		UpdatedAt:       time.Now().Add(-3 * time.Second),
+	}
+}
+
+// writeFakeShadow writes a shadow directory as a bootstrap leaves it: the
+// completion marker and some catalog-sized files; postmaster.pid names pid
+// when it is not 0. It returns the bytes written.
+func writeFakeShadow(t *testing.T, stateDir string, systemID uint64, pid int) int64 {
+	t.Helper()
+	dir := filepath.Join(stateDir, "shadow")
+	if err := os.MkdirAll(filepath.Join(dir, "global"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf(`{"version": 1, "start_lsn": "0/2000028", "end_lsn": "0/2000100", "wal_end": "0/3000000",
+ "timeline": 1, "system_id": "%d", "wal_segment_size": 16777216, "server_version_num": 150018,
+ "followed_db_oid": 5, "superuser": "postgres", "relocated_catalogs": [], "tablespaces": [], "stats": {}}`, systemID)
+	files := map[string][]byte{
+		shadow.CompleteMarker:           []byte(marker),
+		"PG_VERSION":                    []byte("15\n"),
+		filepath.Join("global", "1262"): bytes.Repeat([]byte{7}, 8192*3),
+	}
+	if pid != 0 {
+		files["postmaster.pid"] = []byte(fmt.Sprintf("%d\n%s\n1700000000\n54329\n", pid, dir))
+	}
+	var total int64
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		total += int64(len(b))
+	}
+	return total
+}
+
+func TestStatusReport(t *testing.T) {
+	stateDir := t.TempDir()
+	m := testManifest(t)
+	if err := session.WriteManifest(stateDir, m); err != nil {
+		t.Fatal(err)
+	}
+	size := writeFakeShadow(t, stateDir, m.SystemID, os.Getpid())
+	chDir := filepath.Join(stateDir, "clickhouse")
+	if err := os.MkdirAll(chDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(chDir, "written.json"), []byte(`{"format":1,"written_before":"0/5A3E000"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
+	if code != 0 {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
+	}
+	line := func(format string, args ...any) *regexp.Regexp {
+		return regexp.MustCompile("(?m)^" + fmt.Sprintf(format, args...) + "$")
+	}
+	for _, want := range []*regexp.Regexp{
+		line(`manifest\s+updated [2-9] s ago \(.*\)`),
+		line(`source identity\s+system 7445501238329857311, timeline 1, server_version_num 150018, WAL segments of 16\.0 MiB \(16777216 B\)`),
+		line(`received\s+%s\s+updated [2-9] s ago`, m.Received),
+		line(`filtered durable\s+%s\s+updated [2-9] s ago`, m.FilteredDurable),
+		line(`shadow replay\s+%s\s+updated [2-9] s ago`, m.ShadowReplay),
+		line(`delivered\s+%s\s+updated [2-9] s ago`, m.Delivered),
+		line(`floor\s+%s\s+updated [2-9] s ago`, m.Floor),
+		line(`restart\s+%s\s+updated [2-9] s ago`, m.Restart),
+		line(`clickhouse written\s+%s\s+updated \d+ s ago \(%s\)`, mustLSN(t, "0/5A3E000"), regexp.QuoteMeta(filepath.Join(chDir, "written.json"))),
+		// 0x5A3F1C8 - 0x5A3F0B0, - 0x5A3E9E0 and - 0x5A3E000.
+		line(`received → shadow replay\s+280 B`),
+		line(`received → delivered\s+2\.0 KiB \(2024 B\)`),
+		line(`received → clickhouse written\s+4\.4 KiB \(4552 B\)`),
+		line(`bootstrap\s+complete: backup %s to %s, timeline 1, system 7445501238329857311`, mustLSN(t, "0/2000028"), mustLSN(t, "0/2000100")),
+		line(`postmaster\s+running, pid %d`, os.Getpid()),
+		line(`size on disk\s+24\.4 KiB \(%d B\)`, size),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SOURCE") || strings.Contains(out, "source →") {
+		t.Errorf("source lines without a source DSN:\n%s", out)
+	}
+}
+
+func TestStatusShadowNotRunning(t *testing.T) {
+	stateDir := t.TempDir()
+	m := testManifest(t)
+	if err := session.WriteManifest(stateDir, m); err != nil {
+		t.Fatal(err)
+	}
+	// The pid of a process that has exited.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	writeFakeShadow(t, stateDir, m.SystemID+1, cmd.Process.Pid)
+
+	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
+	if code != 0 {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("not running (stale postmaster.pid: no such process)"),
+		fmt.Sprintf("WARNING: the manifest's system is %d", m.SystemID),
+		"no " + filepath.Join(stateDir, "clickhouse", "written.json"),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// No shadow directory at all.
+	if err := os.RemoveAll(filepath.Join(stateDir, "shadow")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = runStatusCLI(t, "--state-dir", stateDir)
+	if code != 0 || !regexp.MustCompile(`(?m)^bootstrap\s+not bootstrapped$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^postmaster\s+not running \(no postmaster.pid\)$`).MatchString(out) {
+		t.Errorf("exit %d, output without a shadow directory:\n%s", code, out)
+	}
+}
+
+func TestStatusNotStarted(t *testing.T) {
+	stateDir := t.TempDir()
+	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
+	if code != exitFatal || !strings.Contains(msg, "not started yet") || !strings.Contains(msg, stateDir) {
+		t.Fatalf("exit %d, message %q, output:\n%s", code, msg, out)
+	}
+	_, msg, code = runStatusCLI(t)
+	if code != exitFatal || !strings.Contains(msg, "--state-dir") {
+		t.Fatalf("no state directory: exit %d, message %q", code, msg)
+	}
+}
+
+func TestStatusCorruptManifest(t *testing.T) {
+	stateDir := t.TempDir()
+	if err := session.WriteManifest(stateDir, testManifest(t)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(stateDir, session.ManifestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another delivered position: the checksum no longer matches.
+	delivered := testManifest(t).Delivered
+	if !bytes.Contains(b, []byte(delivered.String())) {
+		t.Fatalf("the manifest does not hold %s:\n%s", delivered, b)
+	}
+	b = bytes.Replace(b, []byte(delivered.String()), []byte((delivered + 8).String()), 1)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
+	if code != exitFatal {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitFatal, out)
+	}
+	var me *session.ManifestError
+	_, rerr := session.ReadManifest(stateDir)
+	if !errors.As(rerr, &me) {
+		t.Fatalf("the test's manifest is not corrupt: %v", rerr)
+	}
+	if !strings.Contains(msg, me.Error()) || !strings.Contains(msg, "checksum") {
+		t.Fatalf("message %q lacks the manifest error %q", msg, me.Error())
+	}
+	if out != "" {
+		t.Errorf("a report printed for a corrupt manifest:\n%s", out)
+	}
+}
+
+func TestByteSizeAndAgo(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB (1024 B)", 16 << 20: "16.0 MiB (16777216 B)", 3 << 40: "3.0 TiB (3298534883328 B)"} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+	now := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	for d, want := range map[time.Duration]string{
+		3 * time.Second:                 "3 s ago",
+		125 * time.Second:               "2 min 5 s ago",
+		4*time.Hour + 12*time.Minute:    "4 h 12 min ago",
+		50 * time.Hour:                  "2 d 2 h ago",
+		-90 * time.Second:               "1 min 30 s in the future (clock skew?)",
+		1500 * time.Millisecond:         "1 s ago",
+		-(1500 * time.Millisecond):      "1 s in the future (clock skew?)",
+		time.Duration(0):                "0 s ago",
+		59*time.Minute + 59*time.Second: "59 min 59 s ago",
+	} {
+		if got := ago(now, now.Add(-d)); got != want {
+			t.Errorf("ago(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if got := lag(100, 300); got != "0 B (ahead by 200 B)" {
+		t.Errorf("lag ahead = %q", got)
+	}
+}
+
+// TestStatusSourceIntegration: with a source DSN, status shows the
+// source's WAL position, the slot and the lags behind the source, and
+// never the DSN's password.
+func TestStatusSourceIntegration(t *testing.T) {
+	src := testrig.StartPostgres(t)
+	src.Exec(t, "SELECT pg_create_physical_replication_slot('walshadow', true)")
+	var sysID int64
+	if err := src.QueryRow(t, "SELECT system_identifier FROM pg_control_system()").Scan(&sysID); err != nil {
+		t.Fatal(err)
+	}
+	slotRestart := src.QueryLSN(t, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'walshadow'")
+	start := src.CurrentLSN(t)
+
+	stateDir := t.TempDir()
+	m := testManifest(t)
+	m.SystemID = uint64(sysID)
+	m.Received, m.ShadowReplay, m.Delivered = start-0x300, start-0x800, start-0x1000
+	m.Floor, m.Restart, m.FilteredDurable = start-0x1000, start-0x1000, start-0x1000
+	if err := session.WriteManifest(stateDir, m); err != nil {
+		t.Fatal(err)
+	}
+	const password = "hunter2-not-shown"
+	dsn := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, src.Port())
+
+	out, msg, code := runStatusCLI(t, "--state-dir", stateDir, "--source-dsn", dsn)
+	if code != 0 {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
+	}
+	if strings.Contains(out, password) {
+		t.Fatalf("the password is printed:\n%s", out)
+	}
+	match := regexp.MustCompile(`(?m)^source WAL\s+(\S+)\s+now$`).FindStringSubmatch(out)
+	if match == nil {
+		t.Fatalf("no source WAL line:\n%s", out)
+	}
+	srcLSN := mustLSN(t, match[1])
+	if srcLSN < start || srcLSN > src.CurrentLSN(t) {
+		t.Fatalf("source WAL %s outside [%s, now]", srcLSN, start)
+	}
+	line := func(format string, args ...any) *regexp.Regexp {
+		return regexp.MustCompile("(?m)^" + fmt.Sprintf(format, args...) + "$")
+	}
+	size := func(n wal.LSN) string { return regexp.QuoteMeta(byteSize(int64(n))) }
+	for _, want := range []*regexp.Regexp{
+		line(`SOURCE\s+host=127\.0\.0\.1:%d user=postgres database=postgres`, src.Port()),
+		line(`source → received\s+%s`, size(srcLSN-m.Received)),
+		line(`source → shadow replay\s+%s`, size(srcLSN-m.ShadowReplay)),
+		line(`source → delivered\s+%s`, size(srcLSN-m.Delivered)),
+		line(`WAL the slot retains\s+%s`, size(srcLSN-slotRestart)),
+		line(`slot restart\s+%s\s+now`, slotRestart),
+		line(`slot\s+walshadow: physical inactive, restart_lsn %s, wal_status reserved`, slotRestart),
+		line(`system\s+%d, as in the manifest`, sysID),
+		line(`current WAL\s+%s, primary`, srcLSN),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+
+	// A slot that does not exist, and a server that is not there.
+	out, _, code = runStatusCLI(t, "--state-dir", stateDir, "--source-dsn", dsn, "--slot", "other_slot")
+	if code != 0 || !strings.Contains(out, "other_slot: does not exist on the source") {
+		t.Errorf("exit %d, missing slot:\n%s", code, out)
+	}
+	down := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2", password)
+	out, _, code = runStatusCLI(t, "--state-dir", stateDir, "--source-dsn", down)
+	if code != 0 || !regexp.MustCompile(`(?m)^error\s+connecting: `).MatchString(out) || strings.Contains(out, password) {
+		t.Errorf("exit %d, unreachable source:\n%s", code, out)
+	}
+	if !strings.Contains(out, "received → delivered") {
+		t.Errorf("the state directory's report is missing when the source is unreachable:\n%s", out)
+	}
+}
+
+// TestStatusFromPipelineConfig: `status <config>` takes the state directory
+// from the config's walshadow resource, ${ENV} interpolated; flags win.
+func TestStatusFromPipelineConfig(t *testing.T) {
+	stateDir := t.TempDir()
+	if err := session.WriteManifest(stateDir, testManifest(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WALSHADOW_STATE_DIR", stateDir)
+	t.Setenv("PG_SOURCE_DSN", "")
+	example := filepath.Join(examplesDir, "pg_to_clickhouse.yaml")
+	out, msg, code := runStatusCLI(t, example)
+	if code != 0 || !regexp.MustCompile(`(?m)^state directory\s+`+regexp.QuoteMeta(stateDir)+`$`).MatchString(out) {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
+	}
+	if strings.Contains(out, "SOURCE") {
+		t.Errorf("source lines with PG_SOURCE_DSN empty:\n%s", out)
+	}
+	// --state-dir wins over the config.
+	empty := t.TempDir()
+	if _, msg, code := runStatusCLI(t, "--state-dir", empty, example); code != exitFatal || !strings.Contains(msg, empty) {
+		t.Errorf("--state-dir over a config: exit %d, %q", code, msg)
+	}
+
+	two := filepath.Join(t.TempDir(), "two.yaml")
+	conf := `
+walshadow:
+  - label: a
+    source_dsn: postgres://u:secretpw@db-a/app
+    state_dir: /nonexistent/a
+  - label: b
+    source_dsn: postgres://u@db-b/app
+    state_dir: ${WALSHADOW_STATE_DIR}
+    slot: { name: slot_b }
+input:
+  pg_physical_wal: { session: b }
+output:
+  drop: {}
+`
+	if err := os.WriteFile(two, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, code := runStatusCLI(t, two); code != exitFatal || !strings.Contains(msg, "--label") {
+		t.Errorf("two resources without --label: exit %d, %q", code, msg)
+	}
+	ps, err := readPipelineSession(two, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (pipelineSession{Label: "b", SourceDSN: "postgres://u@db-b/app", StateDir: stateDir, SlotName: "slot_b"}); ps != want {
+		t.Errorf("resource b: %+v, want %+v", ps, want)
+	}
+	ps, err = readPipelineSession(two, "a")
+	if err != nil || ps.SlotName != defaultSlotName || ps.StateDir != "/nonexistent/a" {
+		t.Errorf("resource a: %+v, %v (want the default slot name)", ps, err)
+	}
+	if _, err := readPipelineSession(two, "c"); err == nil || !strings.Contains(err.Error(), `"c"`) {
+		t.Errorf("an unknown label: %v", err)
+	}
+}
