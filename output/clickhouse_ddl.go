@@ -36,6 +36,7 @@ import (
 	"github.com/walshadow/walshadow/config"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -374,6 +375,20 @@ func (o *chOutput) Connect(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.conn == nil {
+		// Everything the output needs of ClickHouse, reported at once:
+		// reachable, its version's capabilities, the database, write access.
+		rep := preflight.ClickHouse(ctx, o.s.conn, o.s.database)
+		for _, f := range rep {
+			switch f.Severity {
+			case preflight.Info:
+				o.log.Infof("preflight %s: %s", f.Check, f.Detail)
+			case preflight.Warning:
+				o.log.Warnf("preflight %s: %s (%s)", f.Check, f.Detail, f.Remedy)
+			}
+		}
+		if err := rep.Err(); err != nil {
+			return err
+		}
 		conn, err := clickhouse.Open(ctx, o.s.conn)
 		if err != nil {
 			return fmt.Errorf("connecting to ClickHouse: %w", err)

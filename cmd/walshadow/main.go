@@ -41,6 +41,7 @@ func cliOptions() []service.CLIOptFunc {
 		service.CLIOptSetProductName("walshadow"),
 		service.CLIOptSetVersion(Version, DateBuilt),
 		service.CLIOptAddCommand(walCommand()),
+		service.CLIOptAddCommand(preflightCommand()),
 		service.CLIOptAddCommand(statusCommand()),
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/walshadow/walshadow/config"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/filter"
+	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -57,8 +58,10 @@ type Session struct {
 	startMu sync.Mutex
 	running bool
 	fatal   error // sticky: a session that failed this way never restarts
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// preflighted: the start-up checks passed once in this process.
+	preflighted bool
+	cancel      context.CancelFunc
+	done        chan struct{}
 
 	batches  chan *Batch
 	closedCh chan struct{} // closed by Close
@@ -166,6 +169,34 @@ func (s *Session) Start(ctx context.Context) error {
 	return nil
 }
 
+// preflight checks everything the session needs of the source, the
+// shadow's binaries and the bridge module, and reports every problem at
+// once. Problems a retry can outlast (the source unreachable, the slot held
+// by the walsender of a process that just died) are logged and left to the
+// stream, which retries them; the rest stop the start for good.
+func (s *Session) preflight(ctx context.Context) error {
+	rep := preflight.Source(ctx, preflight.FromSession(s.cfg))
+	var fatal preflight.Report
+	for _, f := range rep {
+		switch {
+		case f.Severity == preflight.Info:
+			s.log.Info("preflight " + f.Check + ": " + f.Detail)
+		case f.Severity == preflight.Warning,
+			f.Check == "source" || f.Check == "slot" || f.Check == "replication_connection":
+			s.log.Warn("preflight "+f.Check+": "+f.Detail, "remedy", f.Remedy)
+		default:
+			fatal = append(fatal, f)
+		}
+	}
+	if err := fatal.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errPreflight, err)
+	}
+	return nil
+}
+
+// errPreflight marks a start stopped by preflight findings.
+var errPreflight = errors.New("the source or the shadow is not ready for walshadow")
+
 // IsPermanent tells errors a restart cannot cure: another source, a lost
 // resume point, corrupt state. The user has to act.
 func IsPermanent(err error) bool { return isPermanent(err) }
@@ -173,7 +204,7 @@ func IsPermanent(err error) bool { return isPermanent(err) }
 func isPermanent(err error) bool {
 	var idErr *source.IdentityMismatchError
 	var walErr *source.WALRemovedError
-	return errors.As(err, &idErr) || errors.As(err, &walErr) || errors.Is(err, errCorruptState)
+	return errors.As(err, &idErr) || errors.As(err, &walErr) || errors.Is(err, errCorruptState) || errors.Is(err, errPreflight)
 }
 
 var errCorruptState = errors.New("corrupt state")
@@ -181,6 +212,12 @@ var errCorruptState = errors.New("corrupt state")
 func (s *Session) start(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("creating state_dir: %w", err)
+	}
+	if !s.preflighted {
+		if err := s.preflight(ctx); err != nil {
+			return err
+		}
+		s.preflighted = true
 	}
 	prog, err := ReadManifest(s.cfg.StateDir)
 	if err != nil {
