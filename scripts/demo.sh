@@ -169,6 +169,8 @@ shadow_size=$(du -sh --exclude=pg_wal "$state/shadow" | cut -f1)
 echo "== sizes: source databases $src_size; the catalog-only shadow $shadow_size (it holds no user data)"
 echo "== lag (Prometheus metrics at http://127.0.0.1:$http_port/metrics)"
 curl -sf "http://127.0.0.1:$http_port/metrics" | grep -E '^walshadow_(shadow|delivery)_lag_(bytes|seconds)' | sed -E 's/\{[^}]*\}//; s/^/   /' || echo "   (metrics not reachable)"
+echo "== bin/walshadow status (the durable progress, the shadow, the lags)"
+bin/walshadow status --state-dir "$state" --source-dsn "host=$var port=5432 user=postgres dbname=postgres" --slot walshadow_demo | sed 's/^/   /'
 echo "walshadow keeps running: change the source and watch ClickHouse follow, e.g."
 echo "   curl -s http://127.0.0.1:$ch_http/ --data-binary 'SELECT * FROM $ch_db.\`public.demo_items\` FINAL WHERE _is_deleted = 0 LIMIT 5'"
 echo "stop everything with: go tool task demo:stop"
