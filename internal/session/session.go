@@ -284,6 +284,11 @@ func (s *Session) start(ctx context.Context) error {
 	if p.archive, err = source.OpenArchive(source.ArchiveConfig{Dir: s.archiveDir(), SegmentSize: p.segSize, ReaderGroup: u.Gid}); err != nil {
 		return err
 	}
+	// A damaged segment would stop the shadow's replay silently (it waits
+	// for a record that never reads back): refuse it here, by name.
+	if err := p.archive.Verify(0, start); err != nil {
+		return fmt.Errorf("%w: %w", errCorruptState, err)
+	}
 	p.walsender, err = source.NewWalsender(source.WalsenderConfig{
 		SocketDir:     s.runDir(),
 		Port:          s.cfg.ShadowPort,
@@ -301,8 +306,17 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.done = make(chan struct{})
+	done := make(chan struct{})
+	s.done = done
 	var wg sync.WaitGroup
+	// done closes once every goroutine started here has returned, whether
+	// the start completes or fails part way (stopLocked waits for it).
+	defer func() {
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -429,10 +443,6 @@ func (s *Session) start(ctx context.Context) error {
 		defer wg.Done()
 		s.run(runCtx, p)
 	}()
-	go func() {
-		wg.Wait()
-		close(s.done)
-	}()
 	return nil
 }
 
@@ -538,7 +548,9 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 	st := p.pump.Stats()
 	m := s.saved
 	m.Received, m.FilteredDurable, m.ShadowReplay = st.Received, p.archive.DurableEnd(), max(apply, m.ShadowReplay)
-	m.Delivered = max(delivered, m.Delivered)
+	// Past the last acknowledged commit, with nothing pending, every
+	// transaction committed before what was consumed is delivered too.
+	m.Delivered = max(delivered, deliveredThrough, m.Delivered)
 	m.Floor = max(floor, m.Floor)
 	m.Restart = max(m.Floor-m.Floor%wal.LSN(p.segSize), m.Restart)
 	restartMoved := m.Restart > s.saved.Restart
@@ -637,9 +649,9 @@ func (s *Session) logCatchUp(received wal.LSN, now time.Time) {
 // between is then either still under the floor or already counted as
 // delivered, never neither.
 //
-// deliveredThrough is the position every committed transaction before it
-// has been acknowledged: delivered, or, with nothing pending and the
-// reorderer idle, everything it consumed (the delivery lag's position).
+// deliveredThrough is the position every transaction committed at or
+// before it has been acknowledged: delivered, or, with nothing pending and
+// the reorderer idle, everything it consumed (the delivery lag's position).
 func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThrough wal.LSN) {
 	f := p.pump.Decided()
 	s.mu.Lock()
@@ -651,8 +663,10 @@ func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThr
 	}
 	delivered = s.delivered
 	deliveredThrough = delivered
-	if len(s.pending) == 0 && s.reorderIdle {
-		deliveredThrough = max(deliveredThrough, s.reorderConsumed)
+	if len(s.pending) == 0 && s.reorderIdle && s.reorderConsumed > 0 {
+		// consumed is exclusive (the next record starts there, maybe a
+		// commit not emitted yet); delivered is inclusive of its commit.
+		deliveredThrough = max(deliveredThrough, s.reorderConsumed-1)
 	}
 	s.mu.Unlock()
 	if apply == 0 {
@@ -735,7 +749,9 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 		}
 		s.mu.Lock()
 		s.reorderFloor = r.floor()
-		s.reorderIdle, s.reorderConsumed = r.idle(), r.consumed
+		// Items already in out are not pending yet: not idle until the
+		// batch they go out in is.
+		s.reorderIdle, s.reorderConsumed = r.idle() && len(out.Items) == 0, r.consumed
 		s.mu.Unlock()
 	}
 	st := r.buf.Stats()

@@ -25,8 +25,10 @@ type BootstrapConfig struct {
 	// BASE_BACKUP) that can connect to every database (for the catalog
 	// filenode query). Any pgx/libpq connection string.
 	SourceDSN string
-	// Dir is the shadow's data directory. It must not exist, be empty, or
-	// hold a completed bootstrap (which is resumed, never rebuilt).
+	// Dir is the shadow's data directory. It must not exist, be empty, hold
+	// a completed bootstrap (which is resumed, never rebuilt) or an
+	// interrupted one (IncompleteMarker without CompleteMarker: its contents
+	// are removed and the bootstrap is done again).
 	Dir string
 	// OSUser owns the files and runs PostgreSQL; default postgres when
 	// walshadow runs as root, else the current user.
@@ -96,7 +98,9 @@ const (
 var ErrNotBootstrapped = errors.New("shadow directory is not bootstrapped")
 
 // Bootstrap builds a catalog-only shadow data directory from one BASE_BACKUP
-// of the source, or resumes a directory bootstrapped before.
+// of the source, or resumes a directory bootstrapped before. A directory an
+// interrupted bootstrap left (IncompleteMarker, no CompleteMarker) is
+// emptied and bootstrapped again once the source has answered.
 //
 // Only catalogs land on disk: global/, pg_xact, pg_multixact, pg_twophase,
 // pg_commit_ts, PG_VERSION, backup_label, pg_control, the relation maps and
@@ -127,14 +131,17 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*BootstrapResult, erro
 	if err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
 	}
-	prev, err := ReadBootstrapResult(dir)
-	switch {
-	case err == nil:
-		log.Info("shadow already bootstrapped; resuming it", "dir", dir, "end_lsn", prev.EndLSN)
-		prev.Resumed = true
-		return prev, nil
-	case !errors.Is(err, ErrNotBootstrapped):
-		return nil, err
+	interrupted := isInterruptedBootstrap(dir)
+	if !interrupted {
+		prev, err := ReadBootstrapResult(dir)
+		switch {
+		case err == nil:
+			log.Info("shadow already bootstrapped; resuming it", "dir", dir, "end_lsn", prev.EndLSN)
+			prev.Resumed = true
+			return prev, nil
+		case !errors.Is(err, ErrNotBootstrapped):
+			return nil, err
+		}
 	}
 
 	facts, err := querySource(ctx, cfg.SourceDSN, cfg.FollowedDB)
@@ -146,6 +153,15 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*BootstrapResult, erro
 			return nil, fmt.Errorf("shadow bootstrap: %w", err)
 		}
 	}
+	if interrupted {
+		// Only after the source answered: a source that is down leaves the
+		// directory as it was.
+		log.Warn("the shadow directory holds an interrupted bootstrap; removing its contents and bootstrapping again",
+			"dir", dir, "marker", IncompleteMarker)
+		if err := clearInterruptedBootstrap(dir); err != nil {
+			return nil, fmt.Errorf("shadow bootstrap: %w", err)
+		}
+	}
 	if err := createDataDir(dir, owner); err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
 	}
@@ -154,7 +170,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*BootstrapResult, erro
 	}
 	res, err := runBaseBackup(ctx, cfg, dir, owner, facts, log)
 	if err != nil {
-		return nil, fmt.Errorf("shadow bootstrap into %s failed (delete the directory before bootstrapping again): %w", dir, err)
+		return nil, fmt.Errorf("shadow bootstrap into %s failed (the next start bootstraps it again): %w", dir, err)
 	}
 	if err := writeCompleteMarker(dir, owner, res); err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
@@ -186,12 +202,14 @@ func runBaseBackup(ctx context.Context, cfg BootstrapConfig, dir string, owner *
 		return nil, err
 	}
 	log.Info("BASE_BACKUP started", "start_lsn", stream.proto.Start, "timeline", stream.proto.StartTLI,
-		"tablespaces", len(stream.proto.Tablespaces))
+		"tablespaces", len(stream.proto.Tablespaces), "estimated_bytes", stream.progress.estimate)
 	x := newExtractor(dir, owner, facts.relocated, cfg.TransformWAL, log)
 	x.onEntry = cfg.onEntry
+	stream.progress.kept = func() int64 { return x.stats.KeptBytes }
 	if err := receiveArchives(stream, x); err != nil {
 		return nil, err
 	}
+	stream.progress.finished()
 	p := &stream.proto
 	if p.StartTLI != tli {
 		return nil, fmt.Errorf("BASE_BACKUP started on timeline %d but IDENTIFY_SYSTEM reported %d", p.StartTLI, tli)
@@ -387,6 +405,36 @@ func checkBinaryMajor(ctx context.Context, binDir string, sourceVersionNum int) 
 			sourceVersionNum/10000, binDir, major)
 	}
 	return nil
+}
+
+// isInterruptedBootstrap reports whether dir holds walshadow's own
+// interrupted bootstrap: the in-progress marker without the completion
+// marker. Such a directory is walshadow's to clear; anything else without a
+// completion marker is not.
+func isInterruptedBootstrap(dir string) bool {
+	return exists(filepath.Join(dir, IncompleteMarker)) && !exists(filepath.Join(dir, CompleteMarker))
+}
+
+// clearInterruptedBootstrap empties dir, removing IncompleteMarker last: a
+// crash while clearing leaves a directory still recognised as interrupted.
+// Symbolic links (tablespaces under pg_tblspc) are removed, not followed.
+func clearInterruptedBootstrap(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing the interrupted bootstrap in %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.Name() == IncompleteMarker {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("removing the interrupted bootstrap's %s: %w", filepath.Join(dir, e.Name()), err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, IncompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", filepath.Join(dir, IncompleteMarker), err)
+	}
+	return fsutil.SyncDir(dir)
 }
 
 // createDataDir makes dir (0700, owned by the OS user); an existing empty

@@ -40,9 +40,11 @@
 //
 // Markers: walshadow.bootstrap_incomplete is written before the first byte,
 // walshadow.bootstrap_complete (the BootstrapResult as JSON) only after every
-// file and directory is fsynced. A directory with content but without the
-// completion marker is refused, naming the directory and the remedy (delete
-// it); a completed one is resumed, never rebuilt.
+// file and directory is fsynced. An interrupted bootstrap (the incomplete
+// marker without the complete one: walshadow's own directory) is emptied
+// and done again at the next start; a directory with other content and no
+// marker is refused, naming the directory and the remedy (delete it); a
+// completed one is resumed, never rebuilt.
 //
 // # Configuration and supervision
 //

@@ -1,8 +1,10 @@
 package source
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/user"
@@ -360,4 +362,149 @@ func (s *ArchiveLSNSink) WriteSegment(start wal.LSN, data []byte) error {
 		return fmt.Errorf("archive: segment start %s is not on a %d-byte segment boundary", start, s.archive.segSize)
 	}
 	return s.archive.WriteSegment(s.archive.SegmentName(s.tli, start), data)
+}
+
+// ArchiveCorruptError is a segment of the archive that does not read as WAL.
+// It is permanent: the bytes on disk do not change by retrying.
+type ArchiveCorruptError struct {
+	// Path is the segment file at fault.
+	Path string
+	// LSN is where reading failed: the damaged record or page, or the
+	// segment's start for a file of the wrong size.
+	LSN    wal.LSN
+	Reason string
+	// Resume is where walshadow streams from the source's slot again once
+	// the segment is removed.
+	Resume wal.LSN
+}
+
+func (e *ArchiveCorruptError) Error() string {
+	return fmt.Sprintf("archive segment %s is corrupt at %s (%s): remove it; walshadow streams segments from %s on again from the source's slot",
+		e.Path, e.LSN, e.Reason, e.Resume)
+}
+
+// Verify reads every complete segment of the archive whose range ends after
+// from, as WAL: page headers, the xl_prev chain and the CRC-32C of every
+// record, across consecutive segments (a record may continue into the next
+// file; the last segment may end inside one). It returns an
+// *ArchiveCorruptError for the first damage, naming resume in the remedy.
+// Segments removed while it runs (Sweep) are skipped.
+func (a *Archive) Verify(from, resume wal.LSN) error {
+	type segment struct {
+		no   uint64
+		name string
+	}
+	var segs []segment
+	a.mu.RLock()
+	for n, name := range a.segments {
+		if wal.LSN((n+1)*uint64(a.segSize)) > from {
+			segs = append(segs, segment{n, name})
+		}
+	}
+	a.mu.RUnlock()
+	slices.SortFunc(segs, func(x, y segment) int { return cmp.Compare(x.no, y.no) })
+
+	v := archiveVerifier{archive: a, resume: resume}
+	for _, s := range segs {
+		if err := v.segment(s.no, s.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// archiveVerifier reads runs of consecutive segments through one stream
+// reader; a gap starts a new one.
+type archiveVerifier struct {
+	archive *Archive
+	resume  wal.LSN
+	sr      *wal.StreamReader
+	lastNo  uint64
+	sysID   uint64 // of the first segment read; every run must match it
+	// names of the segments of the current run, by number, to name the
+	// file a failing record starts in.
+	names map[uint64]string
+}
+
+// archiveVerifyChunk is how much of a segment is pushed at a time.
+const archiveVerifyChunk = 256 << 10
+
+func (v *archiveVerifier) segment(no uint64, name string) error {
+	a := v.archive
+	path := a.Path(name)
+	start := wal.LSN(no * uint64(a.segSize))
+	corrupt := func(lsn wal.LSN, reason string) error {
+		return &ArchiveCorruptError{Path: path, LSN: lsn, Reason: reason, Resume: v.resume}
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		v.sr = nil // swept meanwhile: what follows is a new run
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archive: verifying segment %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("archive: verifying segment %s: %w", path, err)
+	}
+	if st.Size() != int64(a.segSize) {
+		return corrupt(start, fmt.Sprintf("the file has %d bytes, not the segment size %d", st.Size(), a.segSize))
+	}
+	if v.sr == nil || no != v.lastNo+1 {
+		if v.sr, err = wal.NewStreamReader(start, wal.StreamOptions{SegmentSize: a.segSize}); err != nil {
+			return fmt.Errorf("archive: verifying segment %s: %w", path, err)
+		}
+		v.names = map[uint64]string{}
+	}
+	v.lastNo = no
+	v.names[no] = name
+	for left := int(a.segSize); left > 0; {
+		n := min(left, archiveVerifyChunk)
+		if _, err := io.ReadFull(f, v.sr.WriteBuffer(n)); err != nil {
+			v.sr = nil
+			return fmt.Errorf("archive: verifying segment %s: reading: %w", path, err)
+		}
+		v.sr.Advance(n)
+		left -= n
+		for {
+			_, err := v.sr.Next()
+			if errors.Is(err, wal.ErrNeedMore) {
+				break
+			}
+			if err != nil {
+				return v.failure(err, path, name)
+			}
+		}
+		if id := v.sr.SystemID(); id != 0 {
+			if v.sysID == 0 {
+				v.sysID = id
+			} else if id != v.sysID {
+				return corrupt(start, fmt.Sprintf("system identifier %d, earlier segments have %d: from another cluster", id, v.sysID))
+			}
+		}
+	}
+	return nil
+}
+
+// failure turns a reading error into an ArchiveCorruptError naming the
+// segment holding the failing LSN; when that is an earlier segment than the
+// one being read (a record crossing files), the reason names both.
+func (v *archiveVerifier) failure(err error, path, name string) error {
+	var werr *wal.Error
+	if !errors.As(err, &werr) {
+		return fmt.Errorf("archive: verifying segment %s: %w", path, err)
+	}
+	reason := werr.Kind.String() + ": " + werr.Msg
+	if werr.Err != nil {
+		reason += ": " + werr.Err.Error()
+	}
+	at := name
+	if other, ok := v.names[uint64(werr.LSN)/uint64(v.archive.segSize)]; ok && other != name {
+		at = other
+		reason += "; the record continues into " + name
+	}
+	v.sr = nil
+	return &ArchiveCorruptError{Path: v.archive.Path(at), LSN: werr.LSN, Reason: reason, Resume: v.resume}
 }

@@ -2,6 +2,9 @@ package source
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -10,7 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/walshadow/walshadow/internal/filter"
+	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -274,4 +280,192 @@ func TestArchiveReaderGroup(t *testing.T) {
 			t.Errorf("%s: gid %d (want %d), mode %v (others must get nothing)", p, st.Gid, gid, fi.Mode().Perm())
 		}
 	}
+}
+
+// archiveFromSource fills an archive with real WAL of a testrig source
+// (1 MiB segments, about mb MiB of it) filtered as the session filters it:
+// every heap record replaced by an XLOG_NOOP of the same length, CRC
+// recomputed. It returns the archive, its segment names in order and how
+// many records were replaced.
+func archiveFromSource(t *testing.T, mb int) (*Archive, []string, int) {
+	t.Helper()
+	src := testrig.StartPostgres(t, testrig.WithWALSegSizeMB(1))
+	src.Exec(t, "CREATE TABLE verify_t (id int PRIMARY KEY, v text)")
+	rows := mb * 4000 // about 250 bytes of WAL per row
+	for done := 0; done < rows; done += 200000 {
+		src.Exec(t, fmt.Sprintf("INSERT INTO verify_t SELECT g, md5(g::text) FROM generate_series(%d, %d) g", done+1, min(done+200000, rows)))
+	}
+	// A record of several pages, and some that cross segment boundaries.
+	src.Exec(t, "INSERT INTO verify_t SELECT -1, string_agg(md5(g::text), '') FROM generate_series(1, 3000) g")
+	walDir := filepath.Join(t.TempDir(), "wal")
+	names := src.CopyWALSegments(t, walDir)
+	if len(names) < 3 {
+		t.Fatalf("only %d segments", len(names))
+	}
+
+	first, _ := wal.ParseSegmentName(names[0])
+	base, err := first.StartLSN(archiveTestSegSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]byte, 0, len(names)*archiveTestSegSize)
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(walDir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	r, err := wal.NewFileReader(walDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var noop []byte
+	replaced := 0
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) || wal.IsKind(err, wal.KindEndOfWAL) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Header.RmID != wal.RmgrHeap && rec.Header.RmID != wal.RmgrHeap2 {
+			continue
+		}
+		if noop, err = filter.NoopRecord(noop, rec.Header.TotLen, rec.Header.XID, rec.Header.Prev); err != nil {
+			t.Fatal(err)
+		}
+		if err := filter.Scatter(noop, rec.LSN, archiveTestSegSize, func(at wal.LSN, b []byte) { copy(all[at-base:], b) }); err != nil {
+			t.Fatal(err)
+		}
+		replaced++
+	}
+	a := archiveOpen(t, filepath.Join(t.TempDir(), "archive"))
+	for i, n := range names {
+		if err := a.WriteSegment(n, all[i*archiveTestSegSize:(i+1)*archiveTestSegSize]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, names, replaced
+}
+
+func TestArchiveVerify(t *testing.T) {
+	mb := 8
+	if v := os.Getenv("WALSHADOW_ARCHIVE_VERIFY_MB"); v != "" {
+		var err error
+		if mb, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("WALSHADOW_ARCHIVE_VERIFY_MB=%q: %v", v, err)
+		}
+	}
+	a, names, replaced := archiveFromSource(t, mb)
+	if replaced == 0 {
+		t.Fatal("no heap record was replaced by a NOOP")
+	}
+	const resume = wal.LSN(0x5000000)
+	start := time.Now()
+	if err := a.Verify(0, resume); err != nil {
+		t.Fatalf("healthy filtered archive: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("Verify read %d segments of %d bytes (%d records NOOPed) in %v: %.0f MB/s", len(names), archiveTestSegSize,
+		replaced, took.Round(time.Millisecond), float64(len(names)*archiveTestSegSize)/took.Seconds()/1e6)
+
+	segStart := func(name string) wal.LSN {
+		n, _ := wal.ParseSegmentName(name)
+		lsn, _ := n.StartLSN(archiveTestSegSize)
+		return lsn
+	}
+	wantCorrupt := func(t *testing.T, err error, path string, lo, hi wal.LSN) *ArchiveCorruptError {
+		t.Helper()
+		var ce *ArchiveCorruptError
+		if !errors.As(err, &ce) {
+			t.Fatalf("want *ArchiveCorruptError, got %v", err)
+		}
+		if ce.Path != path || ce.LSN < lo || ce.LSN >= hi || ce.Resume != resume {
+			t.Errorf("error names %s at %s (resume %s), want %s in [%s, %s) (resume %s)", ce.Path, ce.LSN, ce.Resume, path, lo, hi, resume)
+		}
+		for _, want := range []string{"archive segment " + path + " is corrupt at " + ce.LSN.String(), "remove it", "from " + resume.String() + " on again"} {
+			if !strings.Contains(ce.Error(), want) {
+				t.Errorf("%q lacks %q", ce.Error(), want)
+			}
+		}
+		t.Log(ce)
+		return ce
+	}
+
+	// Flipped bytes in the middle of a segment: a record there fails its CRC.
+	t.Run("flipped bytes", func(t *testing.T) {
+		victim := names[len(names)/2]
+		path := a.Path(victim)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile(path, orig, archiveFileMode)
+		broken := bytes.Clone(orig)
+		for i := archiveTestSegSize/2 + 1000; i < archiveTestSegSize/2+1064; i++ {
+			broken[i] ^= 0x5A
+		}
+		if err := os.WriteFile(path, broken, archiveFileMode); err != nil {
+			t.Fatal(err)
+		}
+		err = a.Verify(0, resume)
+		lo := segStart(victim)
+		wantCorrupt(t, err, path, lo, lo+archiveTestSegSize)
+		// Segments ending at or before from are not read.
+		if err := a.Verify(lo+archiveTestSegSize, resume); err != nil {
+			t.Errorf("Verify past the damage: %v", err)
+		}
+	})
+
+	t.Run("truncated file", func(t *testing.T) {
+		victim := names[1]
+		path := a.Path(victim)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile(path, orig, archiveFileMode)
+		if err := os.Truncate(path, archiveTestSegSize/3); err != nil {
+			t.Fatal(err)
+		}
+		ce := wantCorrupt(t, a.Verify(0, resume), path, segStart(victim), segStart(victim)+1)
+		if !strings.Contains(ce.Reason, strconv.Itoa(archiveTestSegSize/3)) {
+			t.Errorf("reason %q does not give the size", ce.Reason)
+		}
+	})
+
+	// After a gap, a segment of another system: its long page header is
+	// valid WAL on its own, only the system identifier gives it away.
+	t.Run("another cluster after a gap", func(t *testing.T) {
+		gap, victim := names[1], names[2]
+		gapPath, path := a.Path(gap), a.Path(victim)
+		gapBytes, err := os.ReadFile(gapPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			os.WriteFile(gapPath, gapBytes, archiveFileMode)
+			os.WriteFile(path, orig, archiveFileMode)
+		}()
+		b := bytes.Clone(orig)
+		b[wal.ShortPageHeaderLen] ^= 0xFF // xlp_sysid follows the short header
+		if err := os.WriteFile(path, b, archiveFileMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(gapPath); err != nil {
+			t.Fatal(err)
+		}
+		reopened := archiveOpen(t, a.Dir())
+		ce := wantCorrupt(t, reopened.Verify(0, resume), path, segStart(victim), segStart(victim)+1)
+		if !strings.Contains(ce.Reason, "another cluster") {
+			t.Errorf("reason %q", ce.Reason)
+		}
+	})
 }
