@@ -73,7 +73,7 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				Description("Connection string of the source PostgreSQL (libpq URL or key=value form). The role needs the REPLICATION attribute. TLS and password/SCRAM authentication are taken from it.").
 				Example("postgres://walshadow:secret@db.internal:5432/app?sslmode=verify-full").
 				LintRule(`root = if this.or("") == "" { ["source_dsn must name the source PostgreSQL"] }`).
-				Secret(),
+				Secret().Default(""),
 			service.NewStringField(FieldStateDir).
 				Description("Directory holding everything walshadow keeps between runs: the shadow data directory, the filtered WAL archive and the resume state. Never share it between sessions.").
 				Example("./var/walshadow").
