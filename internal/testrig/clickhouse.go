@@ -289,3 +289,66 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// StopServer stops the server (as Stop) but keeps its data directory and
+// ports, so StartServer brings the same tables back on the same address,
+// e.g. to take ClickHouse away from a running pipeline for a while.
+func (ch *ClickHouse) StopServer(t testing.TB) {
+	t.Helper()
+	if err := ch.stop(); err != nil {
+		t.Fatalf("stopping clickhouse: %v", err)
+	}
+}
+
+// StartServer starts a server StopServer stopped, with the same config,
+// data and ports, and waits until SELECT 1 answers. A port taken by
+// another process meanwhile fails the test: the pipeline under test knows
+// only the old address.
+func (ch *ClickHouse) StartServer(t testing.TB) {
+	t.Helper()
+	if ch.cmd != nil {
+		t.Fatal("clickhouse: StartServer on a running server")
+	}
+	if err := ch.restartOnSamePorts(); err != nil {
+		t.Fatalf("restarting clickhouse on ports %d, %d: %v", ch.tcpPort, ch.httpPort, err)
+	}
+}
+
+// restartOnSamePorts is start without choosing ports or writing the
+// config: config.xml still names the old ones.
+func (ch *ClickHouse) restartOnSamePorts() error {
+	stdout, err := os.OpenFile(filepath.Join(ch.dir.path, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer stdout.Close()
+	logStart := fileSize(ch.errPath)
+	cmd := exec.Command(ch.bin, "--config-file="+filepath.Join(ch.dir.path, "config.xml"))
+	cmd.Dir = ch.dir.path
+	cmd.Stdout, cmd.Stderr = stdout, stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	ch.cmd, ch.exited = cmd, exited
+	go func() {
+		ch.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	deadline := time.Now().Add(clickHouseStartTimeout)
+	for {
+		if _, err := ch.query(context.Background(), "SELECT 1"); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("clickhouse-server exited during start-up (%v); error log:\n%s", ch.waitErr, lastLines(readFrom(ch.errPath, logStart), logTailLines))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			ch.stop()
+			return fmt.Errorf("clickhouse-server did not answer SELECT 1 on port %d within %v", ch.httpPort, clickHouseStartTimeout)
+		}
+	}
+}

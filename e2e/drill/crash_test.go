@@ -1,0 +1,228 @@
+package drill_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// Crash drill tuning: about 8 minutes on two cores.
+const (
+	crashCycles       = 20
+	crashLoadSeconds  = 3   // pgbench -T per cycle
+	crashRandomOps    = 200 // random workload operations per cycle
+	crashBigTxMiB     = 5   // one big transaction: past the 1 MiB buffer, it spills
+	crashBigTxEvery   = 3   // cycles between big transactions (spill kills always get theirs)
+	crashCatchUp      = 3 * time.Minute
+	crashHookDeadline = time.Minute // for a kill hook to fire once the load is over
+)
+
+// killKind is how a cycle's run dies.
+type killKind int
+
+const (
+	killDelay   killKind = iota // SIGKILL at a random moment of the load
+	killCapture                 // the child kills itself after the N-th capture
+	killSpill                   // the child kills itself after the N-th spill
+)
+
+// killPlan is one cycle's kill.
+type killPlan struct {
+	kind  killKind
+	n     int           // the hook call that kills (capture, spill)
+	delay time.Duration // after the load started (delay)
+}
+
+func (k killPlan) String() string {
+	switch k.kind {
+	case killCapture:
+		return fmt.Sprintf("capture:%d", k.n)
+	case killSpill:
+		return fmt.Sprintf("spill:%d", k.n)
+	}
+	return fmt.Sprintf("after %v", k.delay)
+}
+
+func drawKill(rng *rand.Rand) killPlan {
+	switch x := rng.Intn(10); {
+	case x < 4:
+		return killPlan{kind: killDelay, delay: time.Duration(200+rng.Intn(crashLoadSeconds*1000)) * time.Millisecond}
+	case x < 7:
+		return killPlan{kind: killCapture, n: 1 + rng.Intn(4)}
+	default:
+		return killPlan{kind: killSpill, n: 1 + rng.Intn(2)}
+	}
+}
+
+// TestCrashDrill SIGKILLs the pipeline over and over while pgbench (4
+// clients), the randomized DDL/DML workload and big spilling transactions
+// run: first while the shadow's BASE_BACKUP is under way, then each cycle
+// at a moment the seed picks: a random time, right after a catalog
+// boundary's capture (before its batch reaches ClickHouse), or right
+// after a transaction spilled. After each kill a fresh run catches up in a
+// quiet period and every table must equal the source (count, exact sums,
+// md5 of the canonical rows); the shadow is never bootstrapped again.
+func TestCrashDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the crash drill runs for minutes")
+	}
+	seed := testrig.TestSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	cycles := crashCycles
+	if v := os.Getenv("WALSHADOW_DRILL_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WALSHADOW_DRILL_CYCLES=%q: want a positive number", v)
+		}
+		cycles = n
+	}
+	started := time.Now()
+	d := newDrill(t, "drop_strategy: drop\n", "transaction_buffer_bytes: 1048576\n")
+	t.Cleanup(func() { d.src.Exec(t, "ALTER DATABASE postgres RESET search_path") })
+
+	// Cycle 0: the very first start dies in its BASE_BACKUP.
+	c := d.start(t)
+	if !c.WaitLog(t, logBaseBackupStarted, 2*time.Minute) {
+		t.Fatalf("run 0 never logged %q:\n%s", logBaseBackupStarted, c.LogTail(60))
+	}
+	time.Sleep(time.Duration(rng.Intn(150)) * time.Millisecond)
+	c.Kill()
+	if strings.Contains(c.Log(), logBootstrapped) {
+		t.Errorf("run 0 finished its bootstrap before the kill: the drill did not kill a bootstrap (seed %d)", seed)
+	}
+	if _, err := os.Stat(d.bootstrapMarker()); err == nil {
+		t.Errorf("run 0 was killed in its bootstrap but %s exists", d.bootstrapMarker())
+	}
+	c = d.start(t)
+	d.waitStreaming(t, c, 3*time.Minute)
+	if !strings.Contains(c.Log(), logBootstrapped) {
+		t.Fatalf("run 1 streams but did not log %q:\n%s", logBootstrapped, c.LogTail(60))
+	}
+	bootRun := c.Run
+	marker, err := os.ReadFile(d.bootstrapMarker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.createDrillTables(t)
+	// pgbench's initial COPY is itself a big transaction.
+	d.src.PGBench(t, 1, testrig.PGBenchOptions{})
+	d.waitCaughtUp(t, c, crashCatchUp)
+	n, differing := d.compareAll(t, "after the bootstrap")
+	if differing > 0 {
+		t.FailNow()
+	}
+	t.Logf("bootstrap killed once, completed by run %d; %d tables equal after pgbench -i (%v)", bootRun, n, time.Since(started).Round(time.Second))
+
+	hookKills, missedHooks, bigTx := 0, 0, 0
+	for cycle := 1; cycle <= cycles; cycle++ {
+		cycleStart := time.Now()
+		plan := drawKill(rng)
+		bigCount := 0
+		if plan.kind == killSpill {
+			bigCount = plan.n
+		} else if cycle%crashBigTxEvery == 0 {
+			bigCount = 1
+		}
+		if plan.kind != killDelay {
+			// The kill point is fixed when a run starts: the caught-up run
+			// makes way (a kill in a quiet moment) for one that has it.
+			c.Kill()
+			c = d.start(t, testrig.DrillKillAtEnv+"="+plan.String())
+		}
+
+		// The cycle's random workload gets a schema of its own: it tracks
+		// its DDL only within one RunRandomLoad call. pgbench finds its
+		// tables in public.
+		schema := fmt.Sprintf("drill_%d", cycle)
+		d.src.Exec(t, fmt.Sprintf("CREATE SCHEMA %s; ALTER DATABASE postgres SET search_path TO %s, public", schema, schema))
+		opt := testrig.RandomLoadOptions{Seed: seed*1000 + int64(cycle), Tables: 11, Ops: crashRandomOps, Clients: 2,
+			DDL: true, TwoPhase: true, NoFarFutureTimestamps: true}
+		d.src.CreateRandomSchema(t, opt)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var wg sync.WaitGroup
+		var errs loadErrors
+		victim := c
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := d.pgbenchRun(ctx, 4, crashLoadSeconds)
+			errs.add(err)
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < bigCount; i++ {
+				errs.add(bigTransaction(ctx, d.src.DSN(), cycle*10+i, crashBigTxMiB))
+			}
+		}()
+		if plan.kind == killDelay {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-time.After(plan.delay):
+					victim.Kill()
+				case <-victim.Done():
+				}
+			}()
+		}
+		stats := d.src.RunRandomLoad(t, opt)
+		wg.Wait()
+		cancel()
+		bigTx += bigCount
+		if err := errs.err(); err != nil {
+			t.Fatalf("cycle %d: load: %v", cycle, err)
+		}
+
+		if plan.kind != killDelay {
+			select {
+			case <-victim.Done():
+			case <-time.After(crashHookDeadline):
+				missedHooks++
+				t.Logf("cycle %d: kill point %s not reached %v after the load; killing run %d now", cycle, plan, crashHookDeadline, victim.Run)
+				victim.Kill()
+			}
+		}
+		if !victim.KilledBySignal() {
+			t.Fatalf("cycle %d: run %d exited by itself (%v) instead of being killed (%s):\n%s", cycle, victim.Run, victim.Wait(), plan, victim.LogTail(60))
+		}
+		if plan.kind != killDelay && strings.Contains(victim.Log(), testrig.DrillKillMessage) {
+			hookKills++
+		}
+
+		c = d.start(t)
+		lag := d.waitCaughtUp(t, c, crashCatchUp)
+		compareStart := time.Now()
+		n, differing := d.compareAll(t, fmt.Sprintf("cycle %d (run %d killed: %s, seed %d)", cycle, victim.Run, plan, seed))
+		if differing > 0 {
+			t.FailNow()
+		}
+		compared := time.Since(compareStart)
+		now, err := os.ReadFile(d.bootstrapMarker())
+		if err != nil || !bytes.Equal(now, marker) {
+			t.Fatalf("cycle %d: the shadow's bootstrap marker changed (err %v):\nbefore %s\nnow    %s", cycle, err, marker, now)
+		}
+		for _, r := range d.runs[bootRun+1:] {
+			if strings.Contains(r.Log(), logBootstrapped) {
+				t.Fatalf("cycle %d: run %d bootstrapped the shadow again (%s)", cycle, r.Run, r.LogPath)
+			}
+		}
+		t.Logf("cycle %d: killed run %d (%s); %d big transactions; random load %v; caught up in %v; %d tables equal (compared in %v); cycle took %v",
+			cycle, victim.Run, plan, bigCount, stats, lag.Round(time.Millisecond), n, compared.Round(time.Millisecond), time.Since(cycleStart).Round(time.Millisecond))
+	}
+	c.Kill()
+	t.Logf("%d cycles, %d runs, %d kills at a hook point, %d hook points not reached, %d big transactions, %v",
+		cycles, len(d.runs), hookKills, missedHooks, bigTx, time.Since(started).Round(time.Second))
+	if hookKills == 0 {
+		t.Errorf("no run died at a capture or spill hook (seed %d): is session.Hooks still called?", seed)
+	}
+}
