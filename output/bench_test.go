@@ -135,6 +135,7 @@ type fakeSession struct {
 }
 
 func (s *fakeSession) DescLog() *desclog.Log { return s.log }
+func (s *fakeSession) Live(uint64) bool      { return true }
 func (s *fakeSession) StateDir() string      { return s.stateDir }
 
 // pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose

@@ -355,6 +355,10 @@ type chOutput struct {
 	// (written.json); replays of them are skipped.
 	writtenBefore wal.LSN
 	ready         bool // start-up reconciliation done
+	// fenced: batches of session runs up to it are refused, a batch of
+	// that run having failed here (later ones would otherwise be written
+	// ahead of it and recorded in written.json past what is applied).
+	fenced uint64
 }
 
 // sessionView is what the output needs of the session: the descriptor log
@@ -362,6 +366,8 @@ type chOutput struct {
 type sessionView interface {
 	DescLog() *desclog.Log
 	StateDir() string
+	// Live tells whether batches of session run epoch still count.
+	Live(epoch uint64) bool
 }
 
 func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {

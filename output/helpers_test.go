@@ -47,42 +47,10 @@ func (r *rig) dsn() string { return "clickhouse://default:@" + r.ch.NativeAddr()
 // yaml is the reference pipeline with outputYAML (indented under
 // clickhouse_ddl:) as the output's extra settings.
 func (r *rig) yaml(outputYAML string) string {
-	return fmt.Sprintf(`
-http: { enabled: false }
-logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }
-walshadow:
-  - label: main
-    source_dsn: %q
-    state_dir: %q
-    slot: { name: %s }
-    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
-    status_interval: 1s
-input:
-  pg_physical_wal:
-    session: main
-pipeline:
-  threads: 1
-  processors:
-    - walshadow_decode:
-        session: main
-output:
-  clickhouse_ddl:
-    session: main
-    dsn: %q
-    database: walshadow_test
-%s
-`, r.src.DSN(), r.stateDir, r.slot, r.src.BinDir(), testrig.ServerOSUser(), r.shadowPort, r.bridgeDir, r.dsn(), indent(outputYAML, "    "))
-}
-
-func indent(s, prefix string) string {
-	if strings.TrimSpace(s) == "" {
-		return ""
-	}
-	lines := strings.Split(strings.Trim(s, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = prefix + l
-	}
-	return strings.Join(lines, "\n")
+	return testrig.Pipeline{
+		Source: r.src, StateDir: r.stateDir, Slot: r.slot, ShadowPort: r.shadowPort, BridgeDir: r.bridgeDir,
+		Output: testrig.ClickHouseOutput(r.dsn(), "walshadow_test", outputYAML),
+	}.YAML()
 }
 
 // running is a started stream.

@@ -13,6 +13,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/shopspring/decimal"
 
+	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -121,14 +122,42 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	if o.conn == nil || !o.ready {
 		return service.ErrNotConnected
 	}
+	epoch, stale := o.batchEpoch(batch)
+	if stale {
+		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
+	}
 	err := o.writeBatch(ctx, batch)
 	if err != nil {
+		o.fenced = max(o.fenced, epoch)
 		// Nothing of this batch is acknowledged: drop what is pending and
 		// rebuild table state from the durable agreements on the next try.
 		o.tables = map[uint32]*tableState{}
 		return err
 	}
 	return nil
+}
+
+// batchEpoch is the newest session run among the batch's messages (0: not
+// said), and whether any of them belongs to a run that stopped (benthos'
+// batching policy may merge batches of two runs).
+func (o *chOutput) batchEpoch(batch service.MessageBatch) (newest uint64, stale bool) {
+	last := ""
+	for _, m := range batch {
+		s, _ := m.MetaGet(input.MetaEpoch)
+		if s == last || s == "" {
+			continue
+		}
+		last = s
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			continue // parse reports the metadata it needs
+		}
+		newest = max(newest, n)
+		if n <= o.fenced || !o.sess.Live(n) {
+			stale = true
+		}
+	}
+	return newest, stale
 }
 
 func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) error {

@@ -124,27 +124,7 @@ func buildPgext(t *testing.T, pgBinDir string) string { return testrig.BuildPgex
 // (the builder fans out to both), so every batch is acknowledged once the
 // consumer returned.
 func pipelineYAML(src *testrig.Postgres, stateDir, bridgeDir string, shadowPort int, slot string) string {
-	return fmt.Sprintf(`
-http: { enabled: false }
-logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }
-walshadow:
-  - label: main
-    source_dsn: %q
-    state_dir: %q
-    slot: { name: %s }
-    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
-    status_interval: 1s
-input:
-  pg_physical_wal:
-    session: main
-pipeline:
-  threads: 1
-  processors:
-    - walshadow_decode:
-        session: main
-output:
-  drop: {}
-`, src.DSN(), stateDir, slot, src.BinDir(), testrig.ServerOSUser(), shadowPort, bridgeDir)
+	return testrig.Pipeline{Source: src, StateDir: stateDir, Slot: slot, ShadowPort: shadowPort, BridgeDir: bridgeDir}.YAML()
 }
 
 // newStateDir is testrig.NewStateDir.

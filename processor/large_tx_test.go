@@ -37,28 +37,10 @@ import (
 // largePipelineYAML is pipelineYAML with a chosen transaction_buffer_bytes
 // (bridgeDir may be empty: the tables here need no bridge-rendered type).
 func largePipelineYAML(src *testrig.Postgres, stateDir, bridgeDir string, shadowPort int, slot string, bufferBytes int64) string {
-	return fmt.Sprintf(`
-http: { enabled: false }
-logger: { level: warn }
-walshadow:
-  - label: main
-    source_dsn: %q
-    state_dir: %q
-    slot: { name: %s }
-    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
-    status_interval: 1s
-    transaction_buffer_bytes: %d
-input:
-  pg_physical_wal:
-    session: main
-pipeline:
-  threads: 1
-  processors:
-    - walshadow_decode:
-        session: main
-output:
-  drop: {}
-`, src.DSN(), stateDir, slot, src.BinDir(), testrig.ServerOSUser(), shadowPort, bridgeDir, bufferBytes)
+	return testrig.Pipeline{
+		Source: src, StateDir: stateDir, Slot: slot, ShadowPort: shadowPort, BridgeDir: bridgeDir, LogLevel: "warn",
+		Session: fmt.Sprintf("transaction_buffer_bytes: %d", bufferBytes),
+	}.YAML()
 }
 
 // startLargeStream builds and runs the pipeline with handler as the

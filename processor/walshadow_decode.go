@@ -181,6 +181,12 @@ func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.Messag
 	if len(out) == 0 {
 		return nil, nil
 	}
+	// The run the rows belong to: an output must not write a stopped
+	// run's batches (the session streams them again).
+	epochText, _ := batch[0].MetaGet(input.MetaEpoch)
+	for _, m := range out {
+		m.MetaSetMut(input.MetaEpoch, epochText)
+	}
 	return []service.MessageBatch{out}, nil
 }
 

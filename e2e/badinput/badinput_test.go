@@ -57,30 +57,11 @@ type rig struct {
 // config writes the reference pipeline for stateDir and returns its path.
 func (r *rig) config(t *testing.T, stateDir string) string {
 	t.Helper()
-	yaml := fmt.Sprintf(`http: { enabled: false }
-logger: { level: info, format: logfmt }
-walshadow:
-  - label: main
-    source_dsn: %q
-    state_dir: %q
-    slot: { name: %s }
-    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
-    status_interval: 1s
-input:
-  pg_physical_wal:
-    session: main
-pipeline:
-  threads: 1
-  processors:
-    - walshadow_decode:
-        session: main
-output:
-  clickhouse_ddl:
-    session: main
-    dsn: %q
-    database: %s
-`, r.src.DSN(), stateDir, slot, r.src.BinDir(), testrig.ServerOSUser(), testrig.FreePort(t), r.bridgeDir,
-		"clickhouse://default:@"+r.ch.NativeAddr()+"/default", r.database)
+	yaml := testrig.Pipeline{
+		Source: r.src, StateDir: stateDir, Slot: slot, ShadowPort: testrig.FreePort(t), BridgeDir: r.bridgeDir,
+		LogLevel: "info", LogFormat: "logfmt",
+		Output: testrig.ClickHouseOutput("clickhouse://default:@"+r.ch.NativeAddr()+"/default", r.database, ""),
+	}.YAML()
 	path := filepath.Join(t.TempDir(), "cfg.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -87,49 +87,16 @@ func newDrill(t *testing.T, outputYAML string, sessionYAML string) *drill {
 		}
 		os.RemoveAll(workDir)
 	})
-	yaml := fmt.Sprintf(`
-http: { enabled: false }
-logger: { level: info, format: logfmt }
-walshadow:
-  - label: main
-    source_dsn: %q
-    state_dir: %q
-    slot: { name: %s }
-    shadow: { bin_dir: %q, os_user: %q, port: %d, bridge_library_dir: %q }
-    status_interval: 1s
-%s
-input:
-  pg_physical_wal:
-    session: main
-pipeline:
-  threads: 1
-  processors:
-    - walshadow_decode:
-        session: main
-output:
-  clickhouse_ddl:
-    session: main
-    dsn: %q
-    database: %s
-%s
-`, src.DSN(), d.stateDir, d.slot, src.BinDir(), testrig.ServerOSUser(), testrig.FreePort(t), bridgeDir,
-		indent(sessionYAML, "    "), d.dsn(), chDatabase, indent(outputYAML, "    "))
+	yaml := testrig.Pipeline{
+		Source: src, StateDir: d.stateDir, Slot: d.slot, ShadowPort: testrig.FreePort(t), BridgeDir: bridgeDir,
+		LogLevel: "info", LogFormat: "logfmt", Session: sessionYAML,
+		Output: testrig.ClickHouseOutput(d.dsn(), chDatabase, outputYAML),
+	}.YAML()
 	d.config = filepath.Join(workDir, "pipeline.yaml")
 	if err := os.WriteFile(d.config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return d
-}
-
-func indent(s, prefix string) string {
-	if strings.TrimSpace(s) == "" {
-		return ""
-	}
-	lines := strings.Split(strings.Trim(s, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = prefix + l
-	}
-	return strings.Join(lines, "\n")
 }
 
 // dsn is the ClickHouse DSN of the pipeline.

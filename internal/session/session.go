@@ -505,7 +505,13 @@ func (s *Session) run(ctx context.Context, p *parts) {
 	const idle = 100 * time.Millisecond
 	lastTick := time.Now()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, idle)
+		// A stream that lost its connection reconnects inside Receive
+		// (backoff, connect, START_REPLICATION): that must not be cut by
+		// the idle deadline, or it never completes.
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if p.stream.Client() != nil {
+			rctx, cancel = context.WithTimeout(ctx, idle)
+		}
 		chunk, err := p.stream.Receive(rctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -795,6 +801,17 @@ func (s *Session) Ack(b *Batch) {
 // something it cannot go past). Nothing acknowledged after it counts; the
 // next Start resumes from the durable state.
 func (s *Session) Fail(err error) { s.failRun(err) }
+
+// Live reports whether batches of run epoch still count: it is the current
+// run and it has not failed. Downstream writes of a stopped run's batches
+// must not happen: the next run streams them again from the floor, and a
+// later batch written ahead of an earlier failed one would be recorded as
+// done past what is.
+func (s *Session) Live(epoch uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return epoch == s.epoch && s.runErr == nil && s.parts != nil
+}
 
 // Epoch numbers the session's runs; batch sequence numbers restart at 1 in
 // each.
