@@ -1,103 +1,19 @@
 package output_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
-// helperConfigEnv names the pipeline config a child process runs (see
-// TestMain): the kill test SIGKILLs it at random points.
-const helperConfigEnv = "WALSHADOW_OUTPUT_HELPER_CONFIG"
-
 func TestMain(m *testing.M) {
-	if path := os.Getenv(helperConfigEnv); path != "" {
-		if err := runHelper(path); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	testrig.RunChildIfRequested() // the kill test's pipeline runs in a child process
 	os.Exit(m.Run())
-}
-
-// runHelper runs a pipeline config until the process is killed.
-func runHelper(path string) error {
-	yaml, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	b := service.NewStreamBuilder()
-	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
-	if err := b.SetYAML(string(yaml)); err != nil {
-		return err
-	}
-	stream, err := b.Build()
-	if err != nil {
-		return err
-	}
-	return stream.Run(context.Background())
-}
-
-// child is one run of the pipeline in a child process.
-type child struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-}
-
-func startChild(t *testing.T, dir, config string, run int) *child {
-	t.Helper()
-	logPath := filepath.Join(dir, fmt.Sprintf("run-%02d.log", run))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperConfigEnv+"="+config)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		cmd.Wait()
-		logFile.Close()
-	}()
-	return c
-}
-
-func (c *child) kill() {
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c *child) logTail() string {
-	b, _ := os.ReadFile(c.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
 }
 
 // TestClickHouseKillRestartConverges SIGKILLs the whole pipeline at random
@@ -116,10 +32,10 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := 0
-	cur := startChild(t, dir, config, run)
-	defer func() { cur.kill() }()
+	cur := testrig.StartChild(t, dir, config, run)
+	defer func() { cur.Kill() }()
 	exitCh := make(chan error, 1)
-	go func() { <-cur.done; exitCh <- fmt.Errorf("child exited: %s", cur.logTail()) }()
+	go func() { <-cur.Done(); exitCh <- fmt.Errorf("child exited: %s", cur.LogTail(40)) }()
 	testrig.WaitSlotActive(t, r.src, r.slot, exitCh)
 
 	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 12, Ops: 1200, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true}
@@ -131,13 +47,13 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 		n := 0
 		for i := 0; i < 8; i++ {
 			time.Sleep(time.Duration(300+rnd.Intn(2500)) * time.Millisecond)
-			if cur.exited() {
+			if cur.Exited() {
 				break // it failed on its own: reported below
 			}
-			cur.kill()
+			cur.Kill()
 			n++
 			run++
-			cur = startChild(t, dir, config, run)
+			cur = testrig.StartChild(t, dir, config, run)
 		}
 		kills <- n
 	}()
@@ -146,10 +62,10 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 	token := fmt.Sprintf("done-%d", seed)
 	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
 	n := <-kills
-	if cur.exited() {
-		t.Fatalf("run %d of the pipeline exited by itself:\n%s", run, cur.logTail())
+	if cur.Exited() {
+		t.Fatalf("run %d of the pipeline exited by itself:\n%s", run, cur.LogTail(40))
 	}
-	cur.kill()
+	cur.Kill()
 	t.Logf("%d kills", n)
 	if n < 4 {
 		t.Fatalf("only %d kills happened", n)
