@@ -28,7 +28,7 @@ func TestCheckIdentity(t *testing.T) {
 	if !errors.As(err, &mm) || mm.SystemIDChanged() {
 		t.Fatalf("timeline change: got %v", err)
 	}
-	for _, want := range []string{"timeline 2", "timeline 1", "fresh state directory", "override"} {
+	for _, want := range []string{"timeline 2", "timeline 1", "fresh state directory", "does not follow timeline switches"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("timeline error %q lacks %q", err, want)
 		}
