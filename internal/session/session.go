@@ -550,7 +550,7 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 		s.observeSourceEnd(c.ServerWALEnd())
 	}
 	apply := p.walsender.ShadowApply()
-	floor, delivered, deliveredThrough := s.floor(p, apply)
+	floor, delivered, deliveredThrough, deliveryPos := s.floor(p, apply)
 	st := p.pump.Stats()
 	m := s.saved
 	m.Received, m.FilteredDurable, m.ShadowReplay = st.Received, p.archive.DurableEnd(), max(apply, m.ShadowReplay)
@@ -593,8 +593,8 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 	s.m.observe(st, p.walsender.Published(), apply)
 	shadowPos := max(apply, s.saved.ShadowReplay)
 	s.m.observeLag(s.lag.lag(shadowPos, now))
-	s.m.observeDeliveryLag(s.lag.lag(deliveredThrough, now))
-	s.lag.prune(min(shadowPos, deliveredThrough))
+	s.m.observeDeliveryLag(s.lag.lag(deliveryPos, now))
+	s.lag.prune(min(shadowPos, deliveryPos))
 	s.logCatchUp(st.Received, now)
 	s.mu.Lock()
 	snap := s.xactSnap
@@ -657,8 +657,9 @@ func (s *Session) logCatchUp(received wal.LSN, now time.Time) {
 //
 // deliveredThrough is the position every transaction committed at or
 // before it has been acknowledged: delivered, or, with nothing pending and
-// the reorderer idle, everything it consumed (the delivery lag's position).
-func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThrough wal.LSN) {
+// the reorderer idle, everything it consumed; lagPos is the same as an
+// exclusive position (the delivery lag's).
+func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThrough, lagPos wal.LSN) {
 	f := p.pump.Decided()
 	s.mu.Lock()
 	f = min(f, s.reorderFloor)
@@ -673,12 +674,14 @@ func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThr
 		// consumed is exclusive (the next record starts there, maybe a
 		// commit not emitted yet); delivered is inclusive of its commit.
 		deliveredThrough = max(deliveredThrough, s.reorderConsumed-1)
+		lagPos = s.reorderConsumed
 	}
+	lagPos = max(lagPos, deliveredThrough)
 	s.mu.Unlock()
 	if apply == 0 {
-		return min(f, s.startLSN), delivered, deliveredThrough
+		return min(f, s.startLSN), delivered, deliveredThrough, lagPos
 	}
-	return min(f, apply), delivered, deliveredThrough
+	return min(f, apply), delivered, deliveredThrough, lagPos
 }
 
 // archiveKeepFrom keeps the archive's segments the shadow may still need:
