@@ -1,40 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
 // runPreflightCLI runs `preflight <args>` as the CLI would and returns
-// stdout, stderr and the exit code.
+// stdout (with the exit error's message) and the exit code.
 func runPreflightCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
-	app := &cli.App{
-		Name:           "walshadow",
-		Writer:         &out,
-		ErrWriter:      &bytes.Buffer{},
-		Commands:       []*cli.Command{preflightCommand()},
-		ExitErrHandler: func(*cli.Context, error) {},
-	}
-	err := app.Run(append([]string{"walshadow", "preflight"}, args...))
-	var ec cli.ExitCoder
-	switch {
-	case err == nil:
-		return out.String(), 0
-	case errors.As(err, &ec):
-		return out.String() + ec.Error(), ec.ExitCode()
-	}
-	t.Fatalf("preflight %v: %v", args, err)
-	return "", -1
+	out, msg, code := runCommand(t, preflightCommand(), args...)
+	return out + msg, code
 }
 
 func writeConfig(t *testing.T, yaml string) string {

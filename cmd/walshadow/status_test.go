@@ -12,36 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// runStatusCLI runs `status <args>` as the CLI would and returns stdout,
-// the exit message and the exit code.
+// runStatusCLI runs `status <args>` as the CLI would.
 func runStatusCLI(t *testing.T, args ...string) (out, msg string, code int) {
 	t.Helper()
-	var stdout bytes.Buffer
-	app := &cli.App{
-		Name:           "walshadow",
-		Writer:         &stdout,
-		ErrWriter:      &bytes.Buffer{},
-		Commands:       []*cli.Command{statusCommand()},
-		ExitErrHandler: func(*cli.Context, error) {},
-	}
-	err := app.Run(append([]string{"walshadow", "status"}, args...))
-	var ec cli.ExitCoder
-	switch {
-	case err == nil:
-		return stdout.String(), "", 0
-	case errors.As(err, &ec):
-		return stdout.String(), err.Error(), ec.ExitCode()
-	}
-	t.Fatalf("status %v: %v", args, err)
-	return "", "", -1
+	return runCommand(t, statusCommand(), args...)
 }
 
 func mustLSN(t *testing.T, s string) wal.LSN {

@@ -16,24 +16,32 @@ const fixtureWAL = "../../internal/wal/testdata/pg15/wal"
 // runWAL runs `wal <args>` as the CLI would and returns stdout and the exit code.
 func runWAL(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
+	out, _, code := runCommand(t, walCommand(), args...)
+	return out, code
+}
+
+// runCommand runs one of walshadow's own subcommands as the CLI would and
+// returns its stdout, the error it exited with and the exit code.
+func runCommand(t *testing.T, cmd *cli.Command, args ...string) (out, msg string, code int) {
+	t.Helper()
+	var stdout bytes.Buffer
 	app := &cli.App{
 		Name:           "walshadow",
-		Writer:         &out,
+		Writer:         &stdout,
 		ErrWriter:      &bytes.Buffer{},
-		Commands:       []*cli.Command{walCommand()},
+		Commands:       []*cli.Command{cmd},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	err := app.Run(append([]string{"walshadow", "wal"}, args...))
+	err := app.Run(append([]string{"walshadow", cmd.Name}, args...))
 	var ec cli.ExitCoder
 	switch {
 	case err == nil:
-		return out.String(), 0
+		return stdout.String(), "", 0
 	case errors.As(err, &ec):
-		return out.String(), ec.ExitCode()
+		return stdout.String(), err.Error(), ec.ExitCode()
 	}
-	t.Fatalf("wal %v: %v", args, err)
-	return "", -1
+	t.Fatalf("%s %v: %v", cmd.Name, args, err)
+	return "", "", -1
 }
 
 func TestWALStatsFixture(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,24 +170,12 @@ func bigTransaction(ctx context.Context, dsn string, batch, mb int) error {
 func (d *drill) pgbenchRun(ctx context.Context, clients int, seconds int) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(d.src.BinDir(), "pgbench"), "-n", "-c", strconv.Itoa(clients), "-j", "2",
 		"-T", strconv.Itoa(seconds), d.src.DSN())
-	cmd.Env = cleanPGEnv()
+	cmd.Env = testrig.CleanPGEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("pgbench -c %d -T %d: %w\n%s", clients, seconds, err, out)
 	}
 	return string(out), nil
-}
-
-// cleanPGEnv is the environment without PG* variables, which would
-// redirect pgbench.
-func cleanPGEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // waitCaughtUp commits a marker on the (quiet) source and waits until the

@@ -577,7 +577,7 @@ func (p *Postgres) serverCommand(name string, args ...string) *exec.Cmd {
 	}
 	// The owner may not be able to enter the caller's working directory.
 	cmd.Dir = p.dir.path
-	cmd.Env = cleanPGEnv()
+	cmd.Env = CleanPGEnv()
 	return cmd
 }
 
@@ -586,13 +586,13 @@ func (p *Postgres) serverCommand(name string, args ...string) *exec.Cmd {
 func (p *Postgres) clientCommand(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(p.bindir, name), args...)
 	cmd.Dir = p.dir.path
-	cmd.Env = cleanPGEnv()
+	cmd.Env = CleanPGEnv()
 	return cmd
 }
 
-// cleanPGEnv is the environment without PG* variables, which would otherwise
+// CleanPGEnv is the environment without PG* variables, which would otherwise
 // redirect the rig's commands (PGDATA, PGHOST, PGOPTIONS, ...).
-func cleanPGEnv() []string {
+func CleanPGEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PG") {

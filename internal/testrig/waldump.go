@@ -314,7 +314,7 @@ func waldumpCommand(ctx context.Context, bindir, walDir, startSeg, endSeg, mode 
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(bindir, "pg_waldump"), args...)
 	// The parsers expect the untranslated messages.
-	cmd.Env = append(cleanPGEnv(), "LC_ALL=C")
+	cmd.Env = append(CleanPGEnv(), "LC_ALL=C")
 	return cmd
 }
 
