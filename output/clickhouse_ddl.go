@@ -41,15 +41,16 @@ import (
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// Field names of the clickhouse_ddl output.
+// Field names of the clickhouse_ddl output (the exported ones are read by
+// `walshadow preflight`).
 const (
-	fieldDSN           = "dsn"
-	fieldDatabase      = "database"
-	fieldTLS           = "tls"
-	fieldCompression   = "compression"
-	fieldInclude       = "include"
-	fieldExclude       = "exclude"
-	fieldTables        = "tables"
+	FieldDSN           = "dsn"
+	FieldDatabase      = "database"
+	FieldTLS           = "tls"
+	FieldCompression   = "compression"
+	FieldInclude       = "include"
+	FieldExclude       = "exclude"
+	FieldTables        = "tables"
 	fieldDropStrategy  = "drop_strategy"
 	fieldMaxInFlight   = "max_in_flight"
 	fieldBatchRows     = "batch_rows"
@@ -74,6 +75,9 @@ const (
 	fieldTSettings    = "settings"
 	fieldTDrop        = "drop_strategy"
 )
+
+// Spec is the clickhouse_ddl output's config spec.
+func Spec() *service.ConfigSpec { return outputSpec() }
 
 func outputSpec() *service.ConfigSpec {
 	return service.NewConfigSpec().
@@ -117,26 +121,26 @@ dropped there.`).
 			service.NewStringField(config.FieldSession).
 				Description("Label of the `walshadow` resource whose changes this output applies (its descriptor log gives the tables' shapes).").
 				Example("main"),
-			service.NewStringField(fieldDSN).
+			service.NewStringField(FieldDSN).
 				Description("ClickHouse native-protocol DSN; several hosts are tried in turn. Query parameters of clickhouse-go apply (`secure`, `skip_verify`, `dial_timeout`, `compress`).").
 				Example("clickhouse://default:@127.0.0.1:9000/analytics").
 				Example("clickhouse://writer:${CH_PASSWORD}@ch1:9440,ch2:9440/analytics?secure=true").
 				LintRule(`root = if this.or("") == "" { ["dsn must name the ClickHouse server"] }`).
 				Secret(),
-			service.NewStringField(fieldDatabase).
+			service.NewStringField(FieldDatabase).
 				Description("Target database of tables without their own; empty means the DSN's database, else `default`. Created if missing.").
 				Default(""),
-			service.NewTLSToggledField(fieldTLS),
-			service.NewStringEnumField(fieldCompression, "lz4", "zstd", "none").
+			service.NewTLSToggledField(FieldTLS),
+			service.NewStringEnumField(FieldCompression, "lz4", "zstd", "none").
 				Description("Compression of the native protocol's data blocks.").
 				Default("lz4").Advanced(),
-			service.NewStringListField(fieldInclude).
+			service.NewStringListField(FieldInclude).
 				Description("Tables to replicate, as `schema.table` patterns (`*` and `?` wildcards). Tables named under `tables` are always included.").
 				Default([]any{"*.*"}),
-			service.NewStringListField(fieldExclude).
+			service.NewStringListField(FieldExclude).
 				Description("Tables never replicated, as `schema.table` patterns; exclusion wins over `include`.").
 				Default([]any{}),
-			service.NewObjectMapField(fieldTables,
+			service.NewObjectMapField(FieldTables,
 				service.NewStringField(fieldTDatabase).Description("Target database.").Optional(),
 				service.NewStringField(fieldTTable).Description("Target table name.").Optional(),
 				service.NewStringListField(fieldTColumns).Description("A pinned subset: only these source columns when the table is first replicated; columns the source adds later are added.").Optional(),
@@ -232,9 +236,9 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 		return 0
 	}
 	s.sessionLabel = str(config.FieldSession)
-	s.conn.DSN = str(fieldDSN)
-	s.database = str(fieldDatabase)
-	s.conn.Compression = str(fieldCompression)
+	s.conn.DSN = str(FieldDSN)
+	s.database = str(FieldDatabase)
+	s.conn.Compression = str(FieldCompression)
 	s.drop = clickhouse.DropStrategy(str(fieldDropStrategy))
 	s.maxInFlight = num(fieldMaxInFlight)
 	s.batchRows = num(fieldBatchRows)
@@ -253,16 +257,16 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 	if s.maxInFlight < 1 || s.batchRows < 1 || s.batchBytes < 1 || s.retry.MaxAttempts < 1 {
 		return nil, pol, fmt.Errorf("%s, %s, %s and %s.%s must be at least 1", fieldMaxInFlight, fieldBatchRows, fieldBatchBytes, fieldRetry, fieldRetryAttempts)
 	}
-	if tlsConf, enabled, terr := conf.FieldTLSToggled(fieldTLS); terr != nil {
+	if tlsConf, enabled, terr := conf.FieldTLSToggled(FieldTLS); terr != nil {
 		return nil, pol, terr
 	} else if enabled {
 		s.conn.TLS = tlsConf
 	}
-	include, err := conf.FieldStringList(fieldInclude)
+	include, err := conf.FieldStringList(FieldInclude)
 	if err != nil {
 		return nil, pol, err
 	}
-	exclude, err := conf.FieldStringList(fieldExclude)
+	exclude, err := conf.FieldStringList(FieldExclude)
 	if err != nil {
 		return nil, pol, err
 	}
@@ -291,7 +295,7 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 }
 
 func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig, error) {
-	objs, err := conf.FieldObjectMap(fieldTables)
+	objs, err := conf.FieldObjectMap(FieldTables)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +330,7 @@ func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig,
 		getMap(fieldTSettings, &settingsMap)
 		get(fieldTDrop, &drop)
 		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", fieldTables, name, err)
+			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
 		}
 		tc.DropStrategy = clickhouse.DropStrategy(drop)
 		for _, k := range slices.Sorted(maps.Keys(settingsMap)) {

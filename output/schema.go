@@ -121,7 +121,7 @@ func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, tar
 		}
 		if !a.Dropped {
 			return fmt.Errorf("%s.%s (oid %d) and %s.%s (oid %d) would both be written to %s: set a target table for one of them under %s",
-				d.Namespace, d.Name, d.Oid, a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(target), fieldTables)
+				d.Namespace, d.Name, d.Oid, a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(target), FieldTables)
 		}
 		aside := clickhouse.Target{Database: target.Database, Table: fmt.Sprintf("%s__dropped_%d", target.Table, a.Oid)}
 		sql := fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(aside))
@@ -267,7 +267,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 	}
 	sort.Strings(missing)
 	for _, name := range missing {
-		o.log.Warnf("%s.%s is configured but is not a table of the source (yet)", fieldTables, name)
+		o.log.Warnf("%s.%s is configured but is not a table of the source (yet)", FieldTables, name)
 	}
 	return nil
 }

@@ -29,10 +29,10 @@ func newScope(include, exclude []string, tables map[string]clickhouse.TableConfi
 	}
 	for name, tc := range tables {
 		if strings.Count(name, ".") < 1 {
-			return nil, fmt.Errorf("%s: %q: name tables as schema.table", fieldTables, name)
+			return nil, fmt.Errorf("%s: %q: name tables as schema.table", FieldTables, name)
 		}
 		if err := tc.Validate(name); err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", fieldTables, name, err)
+			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
 		}
 	}
 	return &scope{include: include, exclude: exclude, tables: tables}, nil

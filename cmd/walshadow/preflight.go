@@ -20,24 +20,13 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/source"
+	"github.com/walshadow/walshadow/output"
 )
 
 const (
 	flagTimeout    = "timeout"
 	exitPreflight  = 1
 	outputTypeName = "clickhouse_ddl"
-)
-
-// Fields of the clickhouse_ddl output the preflight reads; they mirror the
-// output's spec (output/clickhouse_ddl.go), whose names are unexported.
-const (
-	fieldCHDSN         = "dsn"
-	fieldCHDatabase    = "database"
-	fieldCHTLS         = "tls"
-	fieldCHCompression = "compression"
-	fieldCHInclude     = "include"
-	fieldCHExclude     = "exclude"
-	fieldCHTables      = "tables"
 )
 
 func preflightCommand() *cli.Command {
@@ -242,20 +231,6 @@ func parseWithSpec(spec *service.ConfigSpec, fields map[string]any) (*service.Pa
 	return spec.ParseYAML(string(text), nil)
 }
 
-// clickHouseSpec is the part of the clickhouse_ddl output's spec the
-// preflight needs, with the output's defaults.
-func clickHouseSpec() *service.ConfigSpec {
-	return service.NewConfigSpec().Fields(
-		service.NewStringField(config.FieldSession).Default(""),
-		service.NewStringField(fieldCHDSN).Default(""),
-		service.NewStringField(fieldCHDatabase).Default(""),
-		service.NewTLSToggledField(fieldCHTLS),
-		service.NewStringEnumField(fieldCHCompression, "lz4", "zstd", "none").Default("lz4"),
-		service.NewStringListField(fieldCHInclude).Default([]any{"*.*"}),
-		service.NewStringListField(fieldCHExclude).Default([]any{}),
-	)
-}
-
 func collectOutputs(v any, out *[]outputCheck) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -281,19 +256,14 @@ func collectOutputs(v any, out *[]outputCheck) {
 
 func parseOutput(conf map[string]any) outputCheck {
 	var o outputCheck
-	if tables, ok := conf[fieldCHTables].(map[string]any); ok {
+	if tables, ok := conf[output.FieldTables].(map[string]any); ok {
 		for name := range tables {
 			o.tables = append(o.tables, name)
 		}
 		slices.Sort(o.tables)
 	}
-	fields := make(map[string]any)
-	for _, k := range []string{config.FieldSession, fieldCHDSN, fieldCHDatabase, fieldCHTLS, fieldCHCompression, fieldCHInclude, fieldCHExclude} {
-		if v, ok := conf[k]; ok {
-			fields[k] = v
-		}
-	}
-	parsed, err := parseWithSpec(clickHouseSpec(), fields)
+	// The output's own spec: its defaults, and the same validation.
+	parsed, err := parseWithSpec(output.Spec(), conf)
 	if err != nil {
 		o.bad = err
 		return o
@@ -304,13 +274,13 @@ func parseOutput(conf map[string]any) outputCheck {
 		return s
 	}
 	o.session = str(config.FieldSession)
-	o.conn.DSN = str(fieldCHDSN)
-	o.database = str(fieldCHDatabase)
-	o.conn.Compression = str(fieldCHCompression)
+	o.conn.DSN = str(output.FieldDSN)
+	o.database = str(output.FieldDatabase)
+	o.conn.Compression = str(output.FieldCompression)
 	var e1, e2, e3 error
-	o.include, e1 = parsed.FieldStringList(fieldCHInclude)
-	o.exclude, e2 = parsed.FieldStringList(fieldCHExclude)
-	tlsConf, enabled, e3 := parsed.FieldTLSToggled(fieldCHTLS)
+	o.include, e1 = parsed.FieldStringList(output.FieldInclude)
+	o.exclude, e2 = parsed.FieldStringList(output.FieldExclude)
+	tlsConf, enabled, e3 := parsed.FieldTLSToggled(output.FieldTLS)
 	if enabled {
 		o.conn.TLS = tlsConf
 	}

@@ -213,6 +213,14 @@ func (d *drill) waitCaughtUp(t *testing.T, c *testrig.Child, timeout time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.waitDelivered(t, c, target, timeout, fmt.Sprintf("run %d: catching up to the marker at %s", c.Run, target))
+	return time.Since(start)
+}
+
+// waitDelivered polls the manifest until its delivered position is at
+// least lsn; it fails the test (saying what) when c exits or timeout passes.
+func (d *drill) waitDelivered(t *testing.T, c *testrig.Child, lsn wal.LSN, timeout time.Duration, what string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
@@ -222,17 +230,16 @@ func (d *drill) waitCaughtUp(t *testing.T, c *testrig.Child, timeout time.Durati
 			last = err.Error()
 		case m == nil:
 			last = "no manifest yet"
-		case m.Delivered >= target:
-			return time.Since(start)
+		case m.Delivered >= lsn:
+			return
 		default:
 			last = fmt.Sprintf("delivered_lsn %s, received_lsn %s, shadow_replay_lsn %s", m.Delivered, m.Received, m.ShadowReplay)
 		}
 		if c.Exited() {
-			t.Fatalf("run %d exited (%v) while catching up to the marker at %s (%s):\n%s", c.Run, c.Wait(), target, last, c.LogTail(60))
+			t.Fatalf("%s: run %d exited (%v) (%s):\n%s", what, c.Run, c.Wait(), last, c.LogTail(80))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %d: the manifest's delivered position did not reach the marker at %s within %v (%s):\n%s",
-				c.Run, target, timeout, last, stalled(c))
+			t.Fatalf("%s: the manifest's delivered position did not reach %s within %v (%s):\n%s", what, lsn, timeout, last, stalled(c))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

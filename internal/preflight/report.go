@@ -79,15 +79,7 @@ func (f Finding) line() string {
 type Report []Finding
 
 // Count is the number of findings of severity s.
-func (r Report) Count(s Severity) int {
-	n := 0
-	for _, f := range r {
-		if f.Severity == s {
-			n++
-		}
-	}
-	return n
-}
+func (r Report) Count(s Severity) int { return len(r.Of(s)) }
 
 // Of returns the findings of severity s, e.g. the Warnings to log when Err
 // is nil.

@@ -160,7 +160,7 @@ func (s *Session) Start(ctx context.Context) error {
 	}
 	if err := s.start(ctx); err != nil {
 		s.stopLocked()
-		if isPermanent(err) {
+		if IsPermanent(err) {
 			s.fatal = err
 		}
 		return err
@@ -199,9 +199,7 @@ var errPreflight = errors.New("the source or the shadow is not ready for walshad
 
 // IsPermanent tells errors a restart cannot cure: another source, a lost
 // resume point, corrupt state. The user has to act.
-func IsPermanent(err error) bool { return isPermanent(err) }
-
-func isPermanent(err error) bool {
+func IsPermanent(err error) bool {
 	var idErr *source.IdentityMismatchError
 	var walErr *source.WALRemovedError
 	return errors.As(err, &idErr) || errors.As(err, &walErr) || errors.Is(err, errCorruptState) || errors.Is(err, errPreflight)
@@ -748,7 +746,10 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 				return nil, ctx.Err()
 			}
 		}
-		spills := r.buf.Stats().Spills
+		var spills int64
+		if Hooks.AfterSpill != nil {
+			spills = r.buf.Stats().Spills
+		}
 		if err := r.consume(pb); err != nil {
 			s.failRun(err)
 			return nil, fmt.Errorf("%w: %w", ErrStopped, err)

@@ -113,15 +113,7 @@ func TestInterruptedBootstrapWaitsForTheSource(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			for _, f := range files {
-				path := filepath.Join(dir, f)
-				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte("15\n"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeLayout(t, dir, files)
 			_, err := Bootstrap(context.Background(), BootstrapConfig{SourceDSN: "host=/nonexistent port=1", Dir: dir})
 			if err == nil || strings.Contains(err.Error(), "delete the directory") || !strings.Contains(err.Error(), "connecting to the source") {
 				t.Errorf("want a connection failure, not a refusal: %v", err)

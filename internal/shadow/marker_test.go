@@ -27,15 +27,7 @@ func TestHalfBuiltDirectoryIsRefused(t *testing.T) {
 	for name, files := range layouts {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			for _, f := range files {
-				path := filepath.Join(dir, f)
-				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte("15\n"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeLayout(t, dir, files)
 			_, err := Bootstrap(context.Background(), BootstrapConfig{SourceDSN: "host=/nonexistent port=1", Dir: dir})
 			checkRefusal(t, err, dir)
 			_, err = New(ShadowConfig{Dir: dir})
@@ -118,6 +110,20 @@ func TestMissingOrEmptyDirectoryIsNotBootstrapped(t *testing.T) {
 	for _, d := range []string{dir, filepath.Join(dir, "absent")} {
 		if _, err := ReadBootstrapResult(d); !errors.Is(err, ErrNotBootstrapped) {
 			t.Errorf("%s: %v", d, err)
+		}
+	}
+}
+
+// writeLayout creates files (paths relative to dir, each holding "15\n").
+func writeLayout(t *testing.T, dir string, files []string) {
+	t.Helper()
+	for _, f := range files {
+		path := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("15\n"), 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

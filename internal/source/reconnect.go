@@ -299,6 +299,9 @@ func (s *Stream) connect(ctx context.Context, first bool) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
+				// Not an attempt: a caller retrying with short deadlines
+				// must not escalate the backoff.
+				s.outageAttempts--
 				return ctx.Err()
 			case <-t.C:
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"syscall"
@@ -85,5 +86,24 @@ func TestWALRemovedErrorNamesRemedy(t *testing.T) {
 	slotted := &WALRemovedError{LSN: 0x1000000, Slot: "ws", Err: inner}
 	if !strings.Contains(slotted.Error(), `slot "ws"`) || !errors.Is(slotted, error(inner)) {
 		t.Errorf("slot error %q", slotted)
+	}
+}
+
+// A reconnect's backoff cut short by the caller's deadline is not an
+// attempt: a caller receiving with short deadlines (the session polls every
+// 100 ms) would otherwise escalate the backoff without ever connecting.
+func TestReconnectWaitCutByDeadlineIsNoAttempt(t *testing.T) {
+	s := &Stream{cfg: StreamConfig{DSN: "host=127.0.0.1 port=1", Reconnect: ReconnectPolicy{InitialBackoff: time.Second}}}
+	s.log = slog.New(slog.DiscardHandler)
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, err := s.Receive(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("receive: %v", err)
+		}
+	}
+	if s.outageAttempts != 0 || s.fatal != nil {
+		t.Fatalf("%d attempts counted, fatal %v", s.outageAttempts, s.fatal)
 	}
 }
