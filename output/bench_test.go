@@ -14,6 +14,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
@@ -134,9 +135,12 @@ type fakeSession struct {
 	stateDir string
 }
 
-func (s *fakeSession) DescLog() *desclog.Log { return s.log }
-func (s *fakeSession) Live(uint64) bool      { return true }
-func (s *fakeSession) StateDir() string      { return s.stateDir }
+func (s *fakeSession) DescLog() *desclog.Log     { return s.log }
+func (s *fakeSession) Live(uint64) bool          { return true }
+func (s *fakeSession) StateDir() string          { return s.stateDir }
+func (s *fakeSession) SourceDSN() string         { return "" }
+func (s *fakeSession) Bridge() *shadow.Bridge    { return nil }
+func (s *fakeSession) DeliveredThrough() wal.LSN { return 0 }
 
 // pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose
 // session knows pgbench_accounts.

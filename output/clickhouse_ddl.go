@@ -36,8 +36,10 @@ import (
 	"github.com/walshadow/walshadow/config"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -151,6 +153,7 @@ dropped there.`).
 				service.NewStringField(fieldTPartitionBy).Description("PARTITION BY expression, verbatim.").Optional(),
 				service.NewStringMapField(fieldTSettings).Description("Table SETTINGS.").Optional(),
 				service.NewStringEnumField(fieldTDrop, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).Description("What a DROP TABLE on the source does to this table.").Optional(),
+				service.NewStringEnumField(fieldTInitialLoad, string(load.ModeCopy), string(load.ModeBaseBackup), string(load.ModeNone)).Description("This table's initial load mode, over `initial_load`.").Optional(),
 			).Description("Per-table settings, keyed by the source table's `schema.table`.").
 				Default(map[string]any{}),
 			service.NewStringEnumField(fieldDropStrategy, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).
@@ -176,6 +179,7 @@ dropped there.`).
 			service.NewStringField(fieldStateDir).
 				Description("Where the agreed table shapes are kept; empty means `clickhouse` under the session's state_dir.").
 				Default("").Advanced(),
+			initialLoadField(),
 			service.NewBatchPolicyField(fieldBatching),
 		)
 }
@@ -205,6 +209,8 @@ type settings struct {
 	retry         clickhouse.RetryPolicy
 	insertTimeout time.Duration
 	stateDir      string
+	load          loadSettings
+	tableLoad     map[string]load.Mode // tables.<name>.initial_load
 }
 
 func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*chOutput, service.BatchPolicy, error) {
@@ -274,6 +280,12 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 	if err != nil {
 		return nil, pol, err
 	}
+	if s.load, err = parseLoadSettings(conf); err != nil {
+		return nil, pol, err
+	}
+	if s.tableLoad, err = parseTableLoadModes(conf); err != nil {
+		return nil, pol, err
+	}
 	sc, err := newScope(include, exclude, tables)
 	if err != nil {
 		return nil, pol, err
@@ -292,6 +304,28 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 		s.stateDir = filepath.Join(sess.StateDir(), "clickhouse")
 	}
 	return newOutput(s, sc, sess, mgr), pol, nil
+}
+
+// parseTableLoadModes reads tables.<name>.initial_load.
+func parseTableLoadModes(conf *service.ParsedConfig) (map[string]load.Mode, error) {
+	objs, err := conf.FieldObjectMap(FieldTables)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]load.Mode{}
+	for name, o := range objs {
+		if !o.Contains(fieldTInitialLoad) {
+			continue
+		}
+		v, err := o.FieldString(fieldTInitialLoad)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
+		}
+		if out[name], err = load.ParseMode(v); err != nil {
+			return nil, fmt.Errorf("%s.%s.%s: %w", FieldTables, name, fieldTInitialLoad, err)
+		}
+	}
+	return out, nil
 }
 
 func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig, error) {
@@ -363,6 +397,9 @@ type chOutput struct {
 	// that run having failed here (later ones would otherwise be written
 	// ahead of it and recorded in written.json past what is applied).
 	fenced uint64
+	// loads runs the initial loads (nil until connected).
+	loads *loader
+	mgr   *service.Resources
 }
 
 // sessionView is what the output needs of the session: the descriptor log
@@ -370,13 +407,21 @@ type chOutput struct {
 type sessionView interface {
 	DescLog() *desclog.Log
 	StateDir() string
+	// SourceDSN is where initial loads read from.
+	SourceDSN() string
+	// DeliveredThrough: every transaction committed at or before it has
+	// been written here.
+	DeliveredThrough() wal.LSN
+	// Bridge renders the values of types walshadow does not decode (nil
+	// when no bridge is configured).
+	Bridge() *shadow.Bridge
 	// Live tells whether batches of session run epoch still count.
 	Live(epoch uint64) bool
 }
 
 func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {
 	return &chOutput{s: s, scope: sc, sess: sess, log: mgr.Logger(), m: newOutputMetrics(mgr.Metrics()),
-		tables: map[uint32]*tableState{}}
+		tables: map[uint32]*tableState{}, mgr: mgr}
 }
 
 // Connect opens ClickHouse and the baseline store, then reconciles every
@@ -419,7 +464,17 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		o.writtenBefore = w
 	}
 	if !o.ready {
+		if o.loads == nil {
+			ledger, err := load.OpenLedger(o.s.stateDir)
+			if err != nil {
+				return fmt.Errorf("opening the initial load ledger: %w", err)
+			}
+			o.loads = newLoader(o, o.s.load, ledger, o.mgr.Metrics())
+		}
 		if err := o.reconcileAll(ctx); err != nil {
+			return err
+		}
+		if err := o.loads.resume(ctx); err != nil {
 			return err
 		}
 		o.ready = true
@@ -429,6 +484,15 @@ func (o *chOutput) Connect(ctx context.Context) error {
 
 // Close releases the connection.
 func (o *chOutput) Close(ctx context.Context) error {
+	o.mu.Lock()
+	loads := o.loads
+	o.loads = nil
+	o.ready = false
+	o.mu.Unlock()
+	if loads != nil {
+		// Before taking the lock: a load may be waiting for it to publish.
+		loads.close()
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.conn != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
 )
@@ -189,8 +190,15 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if prev := o.store.Get(d.Oid); prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
 		}
-		return o.agree(ctx, d, c.lsn, event+" at "+c.lsn.String())
+		if err := o.agree(ctx, d, c.lsn, event+" at "+c.lsn.String()); err != nil {
+			return err
+		}
+		o.loads.invalidate(d.Oid)
+		return nil
 	case desclog.EventDropped.String():
+		if err := o.loads.dropped(ctx, c.oid); err != nil {
+			return err
+		}
 		prev := o.store.Get(c.oid)
 		if prev == nil || prev.Dropped {
 			return nil
@@ -233,7 +241,11 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if err != nil {
 		return err
 	}
-	return o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed))
+	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed)); err != nil {
+		return err
+	}
+	o.loads.invalidate(c.oid)
+	return nil
 }
 
 // reconcileAll agrees on every relation in scope at start: tables missing
@@ -254,6 +266,17 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, max(log.LastCapturedAt(), log.CoveredThrough()))
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
+		}
+		if o.store.Get(d.Oid) == nil {
+			// Never written by this output: its existing rows are loaded
+			// (recorded before the first agreement, so a crash in between
+			// still loads it).
+			mode := o.s.load.modeFor(o.s.tableLoad[qualified(d.Namespace, d.Name)], d.Namespace, d.Name)
+			if mode != load.ModeNone && mode != "" {
+				if err := o.loads.plan(l.Desc, mode); err != nil {
+					return fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
+				}
+			}
 		}
 		if err := o.agree(ctx, l.Desc, l.ValidFrom, "start"); err != nil {
 			return err

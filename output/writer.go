@@ -513,6 +513,11 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		return fmt.Errorf("update of %s at %s: reading unchanged TOAST columns back: %w", ts.label, c.lsn, err)
 	}
 	if len(got) != 1 || got[0] == nil {
+		if o.loads.loading(c.oid) {
+			// The row is in the load, not yet published: the batch fails
+			// and is streamed again, by then from a published table.
+			return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and the row is in the table's initial load, not yet published: retried once it is", ts.label, c.lsn, ts.cols[want[0]].Name)
+		}
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and ClickHouse holds no earlier row of the key: refusing to write a guessed value", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
 	if del, _ := got[0][len(want)].(uint8); del == 1 {

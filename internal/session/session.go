@@ -667,11 +667,8 @@ func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThr
 		}
 	}
 	delivered = s.delivered
-	deliveredThrough = delivered
-	if len(s.pending) == 0 && s.reorderIdle && s.reorderConsumed > 0 {
-		// consumed is exclusive (the next record starts there, maybe a
-		// commit not emitted yet); delivered is inclusive of its commit.
-		deliveredThrough = max(deliveredThrough, s.reorderConsumed-1)
+	deliveredThrough = s.deliveredThroughLocked()
+	if s.drainedLocked() {
 		lagPos = s.reorderConsumed
 	}
 	lagPos = max(lagPos, deliveredThrough)
@@ -833,6 +830,29 @@ func (s *Session) Delivered() wal.LSN {
 	return s.delivered
 }
 
+// DeliveredThrough is the position every transaction committed at or
+// before it has been acknowledged downstream: Delivered, or, with nothing
+// pending and the reorderer idle, everything consumed so far.
+func (s *Session) DeliveredThrough() wal.LSN {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deliveredThroughLocked()
+}
+
+// drainedLocked: nothing pending downstream and the reorderer idle.
+func (s *Session) drainedLocked() bool {
+	return len(s.pending) == 0 && s.reorderIdle && s.reorderConsumed > 0
+}
+
+func (s *Session) deliveredThroughLocked() wal.LSN {
+	if s.drainedLocked() {
+		// consumed is exclusive (the next record starts there, maybe a
+		// commit not emitted yet); delivered is inclusive of its commit.
+		return max(s.delivered, s.reorderConsumed-1)
+	}
+	return s.delivered
+}
+
 // Shadow gives access to the running shadow (nil before Start).
 func (s *Session) Shadow() *shadow.Shadow {
 	s.mu.Lock()
@@ -927,3 +947,7 @@ func (s *Session) Close(ctx context.Context) error {
 // StateDir is the session's state directory (components keep their own
 // state beside the session's, e.g. the ClickHouse output's agreed shapes).
 func (s *Session) StateDir() string { return s.cfg.StateDir }
+
+// SourceDSN is the source's connection string (with its password: never
+// log it, see source.RedactDSN).
+func (s *Session) SourceDSN() string { return s.cfg.SourceDSN }

@@ -1,0 +1,358 @@
+package load
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/walshadow/walshadow/internal/fsutil"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// Mode is how a table's existing rows are loaded.
+type Mode string
+
+const (
+	ModeNone       Mode = "none"        // no initial load: only changes from now on
+	ModeCopy       Mode = "copy"        // COPY from the source in ctid ranges
+	ModeBaseBackup Mode = "base_backup" // read from the heap pages of a base backup
+)
+
+var modes = []Mode{ModeNone, ModeCopy, ModeBaseBackup}
+
+// ParseMode parses a configured load mode.
+func ParseMode(s string) (Mode, error) {
+	if m := Mode(s); slices.Contains(modes, m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown initial load mode %q: valid modes are none, copy and base_backup", s)
+}
+
+// Phase is how far a table's load has got.
+type Phase string
+
+const (
+	PhaseLoading    Phase = "loading"    // rows are being copied into the staging table
+	PhasePublishing Phase = "publishing" // the staging table is being swapped in for the target
+	PhaseDone       Phase = "done"       // the target holds the loaded rows
+)
+
+var phases = []Phase{PhaseLoading, PhasePublishing, PhaseDone}
+
+// Entry is one table's load.
+type Entry struct {
+	Oid           uint32
+	Schema, Table string  // source relation
+	Mode          Mode    // never empty
+	Phase         Phase   // never empty
+	Coverage      wal.LSN // S: loaded rows carry _lsn = S
+	Database      string  // ClickHouse target database
+	Target        string  // ClickHouse target table
+	Staging       string  // staging table name (same database)
+	Old           string  // where the previous target goes during a rename-sequence publish
+	StagingUUID   string  // Atomic databases: the staging table's uuid before EXCHANGE
+	Attempt       int
+	Rows, Bytes   int64
+	// Times are kept in UTC without a monotonic reading, as the file holds
+	// them; the zero time means not set.
+	StartedAt, FinishedAt time.Time
+	LastError             string
+}
+
+// LedgerFile is the ledger's name in the state directory; the format is
+// drawn in the package documentation.
+const LedgerFile = "loads.json"
+
+const (
+	ledgerFormat  = "walshadow-loads"
+	ledgerVersion = 1
+)
+
+// Ledger is the durable record of the state directory's loads, by source
+// oid. It is safe for concurrent use; every change is on disk before the
+// call that makes it returns.
+type Ledger struct {
+	path    string
+	mu      sync.Mutex
+	entries map[uint32]Entry
+}
+
+// LedgerError is a ledger file that cannot be trusted.
+type LedgerError struct {
+	Path      string
+	Truncated bool // the file ends before its JSON document does (see the package documentation)
+	Err       error
+}
+
+func (e *LedgerError) Error() string {
+	const remedy = "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"
+	if e.Truncated {
+		return fmt.Sprintf("%s is truncated (%v), as a crash can leave it: %s", e.Path, e.Err, remedy)
+	}
+	return fmt.Sprintf("%s is corrupt (%v): %s", e.Path, e.Err, remedy)
+}
+
+func (e *LedgerError) Unwrap() error { return e.Err }
+
+// OpenLedger reads dir's ledger. A directory without one gives an empty
+// ledger; a file that cannot be trusted gives a *LedgerError.
+func OpenLedger(dir string) (*Ledger, error) {
+	path := filepath.Join(dir, LedgerFile)
+	l := &Ledger{path: path, entries: map[uint32]Entry{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the load ledger %s: %w", path, err)
+	}
+	entries, truncated, err := decodeLedger(b)
+	if err != nil {
+		return nil, &LedgerError{Path: path, Truncated: truncated, Err: err}
+	}
+	l.entries = entries
+	return l, nil
+}
+
+// Get returns the load of the relation oid, if there is one.
+func (l *Ledger) Get(oid uint32) (Entry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[oid]
+	return e, ok
+}
+
+// Put records e, replacing the entry with its oid, and returns once the
+// file holds it. On error the ledger is unchanged.
+func (l *Ledger) Put(e Entry) error {
+	e.StartedAt, e.FinishedAt = e.StartedAt.UTC(), e.FinishedAt.UTC()
+	if err := e.validate(); err != nil {
+		return fmt.Errorf("recording the load of %s.%s in %s: %w", e.Schema, e.Table, l.path, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := make(map[uint32]Entry, len(l.entries)+1)
+	for oid, old := range l.entries {
+		next[oid] = old
+	}
+	next[e.Oid] = e
+	if err := l.write(next); err != nil {
+		return fmt.Errorf("recording the load of %s.%s: %w", e.Schema, e.Table, err)
+	}
+	l.entries = next
+	return nil
+}
+
+// Delete forgets the load of the relation oid (none is fine) and returns
+// once the file no longer holds it. On error the ledger is unchanged.
+func (l *Ledger) Delete(oid uint32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[oid]
+	if !ok {
+		return nil
+	}
+	next := make(map[uint32]Entry, len(l.entries))
+	for o, old := range l.entries {
+		if o != oid {
+			next[o] = old
+		}
+	}
+	if err := l.write(next); err != nil {
+		return fmt.Errorf("forgetting the load of %s.%s: %w", e.Schema, e.Table, err)
+	}
+	l.entries = next
+	return nil
+}
+
+// All returns every entry, sorted by Schema, Table (then Oid).
+func (l *Ledger) All() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sortedEntries(l.entries)
+}
+
+func (l *Ledger) write(entries map[uint32]Entry) error {
+	return fsutil.WriteFileAtomic(l.path, encodeLedger(entries), 0o600, nil)
+}
+
+func sortedEntries(entries map[uint32]Entry) []Entry {
+	all := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b Entry) int {
+		return cmp.Or(strings.Compare(a.Schema, b.Schema), strings.Compare(a.Table, b.Table), cmp.Compare(a.Oid, b.Oid))
+	})
+	return all
+}
+
+// validate refuses what the file could not hold faithfully, so that every
+// entry Put accepts is read back equal.
+func (e Entry) validate() error {
+	switch {
+	case e.Oid == 0:
+		return errors.New("oid 0")
+	case e.Schema == "" || e.Table == "":
+		return fmt.Errorf("oid %d: empty schema or table name", e.Oid)
+	case !slices.Contains(modes, e.Mode):
+		return fmt.Errorf("oid %d: mode %q is not none, copy or base_backup", e.Oid, e.Mode)
+	case !slices.Contains(phases, e.Phase):
+		return fmt.Errorf("oid %d: phase %q is not loading, publishing or done", e.Oid, e.Phase)
+	case e.Attempt < 0 || e.Rows < 0 || e.Bytes < 0:
+		return fmt.Errorf("oid %d: negative attempt %d, rows %d or bytes %d", e.Oid, e.Attempt, e.Rows, e.Bytes)
+	}
+	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.LastError} {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("oid %d: %q is not valid UTF-8", e.Oid, s)
+		}
+	}
+	for _, t := range []time.Time{e.StartedAt, e.FinishedAt} {
+		// RFC 3339 has four-digit years only.
+		if !t.IsZero() && (t.Year() < 1 || t.Year() > 9999) {
+			return fmt.Errorf("oid %d: time %s is outside years 1 to 9999", e.Oid, t)
+		}
+	}
+	return nil
+}
+
+// ledgerJSON and entryJSON are the on-disk form.
+type ledgerJSON struct {
+	Format  string      `json:"format"`
+	Version int         `json:"version"`
+	Entries []entryJSON `json:"entries"`
+	CRC     uint32      `json:"crc32c"`
+}
+
+type entryJSON struct {
+	Oid         uint32 `json:"oid"`
+	Schema      string `json:"schema"`
+	Table       string `json:"table"`
+	Mode        string `json:"mode"`
+	Phase       string `json:"phase"`
+	Coverage    string `json:"coverage_lsn"`
+	Database    string `json:"database"`
+	Target      string `json:"target"`
+	Staging     string `json:"staging"`
+	Old         string `json:"old,omitempty"`
+	StagingUUID string `json:"staging_uuid,omitempty"`
+	Attempt     int    `json:"attempt"`
+	Rows        int64  `json:"rows"`
+	Bytes       int64  `json:"bytes"`
+	StartedAt   string `json:"started_at,omitempty"`
+	FinishedAt  string `json:"finished_at,omitempty"`
+	LastError   string `json:"last_error,omitempty"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (j ledgerJSON) checksum() uint32 {
+	j.CRC = 0
+	b, _ := json.Marshal(j)
+	return crc32.Checksum(b, castagnoli)
+}
+
+func encodeTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func decodeTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
+
+func encodeLedger(entries map[uint32]Entry) []byte {
+	j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{}}
+	for _, e := range sortedEntries(entries) {
+		j.Entries = append(j.Entries, entryJSON{
+			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
+			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
+			Old: e.Old, StagingUUID: e.StagingUUID, Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
+			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
+		})
+	}
+	j.CRC = j.checksum()
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		// Only strings and integers: encoding cannot fail.
+		panic(fmt.Sprintf("encoding the load ledger: %v", err))
+	}
+	return append(b, '\n')
+}
+
+// decodeLedger parses a ledger file. truncated reports, with the error,
+// that b is empty or a JSON object cut short (see the package doc).
+func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, true, errors.New("the file is empty")
+	}
+	var j ledgerJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		// The decoder reads a whole value before unmarshalling it, so
+		// io.ErrUnexpectedEOF means valid JSON so far, cut short.
+		cut := errors.Is(err, io.ErrUnexpectedEOF) && bytes.TrimSpace(b)[0] == '{'
+		if cut {
+			return nil, true, fmt.Errorf("its JSON ends after %d bytes, before the document closes", len(b))
+		}
+		return nil, false, fmt.Errorf("not a load ledger: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false, errors.New("data after the JSON document")
+	}
+	if j.Format != ledgerFormat {
+		return nil, false, fmt.Errorf("format %q, want %q", j.Format, ledgerFormat)
+	}
+	if j.Version != ledgerVersion {
+		return nil, false, fmt.Errorf("version %d, this walshadow reads version %d", j.Version, ledgerVersion)
+	}
+	if sum := j.checksum(); sum != j.CRC {
+		return nil, false, fmt.Errorf("checksum %d, contents sum to %d", j.CRC, sum)
+	}
+	entries = make(map[uint32]Entry, len(j.Entries))
+	for i, je := range j.Entries {
+		e := Entry{
+			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
+			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
+			StagingUUID: je.StagingUUID, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
+		}
+		if e.Coverage, err = wal.ParseLSN(je.Coverage); err != nil {
+			return nil, false, fmt.Errorf("entry %d (oid %d): coverage_lsn %q: %w", i, je.Oid, je.Coverage, err)
+		}
+		if e.StartedAt, err = decodeTime(je.StartedAt); err != nil {
+			return nil, false, fmt.Errorf("entry %d (oid %d): started_at %q: %w", i, je.Oid, je.StartedAt, err)
+		}
+		if e.FinishedAt, err = decodeTime(je.FinishedAt); err != nil {
+			return nil, false, fmt.Errorf("entry %d (oid %d): finished_at %q: %w", i, je.Oid, je.FinishedAt, err)
+		}
+		if err := e.validate(); err != nil {
+			return nil, false, fmt.Errorf("entry %d: %w", i, err)
+		}
+		if _, dup := entries[e.Oid]; dup {
+			return nil, false, fmt.Errorf("entry %d: oid %d appears twice", i, e.Oid)
+		}
+		entries[e.Oid] = e
+	}
+	return entries, false, nil
+}

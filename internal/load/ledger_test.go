@@ -1,0 +1,315 @@
+package load
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+func sampleEntry(oid uint32, table string) Entry {
+	return Entry{
+		Oid: oid, Schema: "public", Table: table, Mode: ModeCopy, Phase: PhaseLoading,
+		Coverage: 0x5A3F1C8, Database: "shop", Target: table, Staging: table + "__load",
+		Old: table + "__old", StagingUUID: "5e0c2b1a-0000-4000-8000-000000000001", Attempt: 2,
+		Rows: 1234567, Bytes: 230_000_000,
+		StartedAt: time.Date(2026, 11, 30, 14, 2, 3, 500_000_001, time.UTC),
+		LastError: `COPY "public"."orders": connection reset`,
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, m := range []Mode{ModeNone, ModeCopy, ModeBaseBackup} {
+		if got, err := ParseMode(string(m)); got != m || err != nil {
+			t.Errorf("ParseMode(%q) = %q, %v", m, got, err)
+		}
+	}
+	for _, bad := range []string{"", "COPY", "basebackup", "snapshot"} {
+		_, err := ParseMode(bad)
+		if err == nil || !strings.Contains(err.Error(), "none, copy and base_backup") || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("ParseMode(%q): %v, want an error naming the value and the valid modes", bad, err)
+		}
+	}
+}
+
+func TestLedgerRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLedger(dir)
+	if err != nil || len(l.All()) != 0 {
+		t.Fatalf("fresh dir: %v, %v", l.All(), err)
+	}
+	orders := sampleEntry(16384, "orders")
+	// A local time with a monotonic reading is stored as UTC without it.
+	orders.FinishedAt = time.Now().In(time.FixedZone("CET", 3600))
+	items := sampleEntry(16390, "items")
+	items.Schema, items.Mode, items.Phase, items.Coverage = "sales", ModeBaseBackup, PhaseDone, 0x1_0000_0010
+	bare := Entry{Oid: 20000, Schema: "a", Table: "b", Mode: ModeNone, Phase: PhasePublishing}
+	for _, e := range []Entry{orders, items, bare} {
+		if err := l.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok := l.Get(16384)
+	if !ok || !got.FinishedAt.Equal(orders.FinishedAt) || got.FinishedAt.Location() != time.UTC || got.Rows != orders.Rows {
+		t.Fatalf("Get after Put: %+v %v", got, ok)
+	}
+	want := l.All()
+	if names := []string{want[0].Schema + "." + want[0].Table, want[1].Schema + "." + want[1].Table, want[2].Schema + "." + want[2].Table}; !reflect.DeepEqual(names, []string{"a.b", "public.orders", "sales.items"}) {
+		t.Fatalf("All not sorted by schema, table: %v", names)
+	}
+
+	reopened, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(reopened.All(), want) {
+		t.Fatalf("reopened:\n%+v\nwant\n%+v", reopened.All(), want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, LedgerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 1`, `"coverage_lsn": "1/00000010"`,
+		`"started_at": "2026-11-30T14:02:03.500000001Z"`, `"mode": "base_backup"`, `"crc32c": `} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("file lacks %s:\n%s", s, b)
+		}
+	}
+	if strings.Contains(string(b), `"old": ""`) || strings.Contains(string(b), `"started_at": ""`) {
+		t.Errorf("empty optional fields written:\n%s", b)
+	}
+
+	if err := reopened.Delete(16384); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopened.Delete(99999); err != nil {
+		t.Fatalf("deleting an absent oid: %v", err)
+	}
+	if _, ok := reopened.Get(16384); ok {
+		t.Fatal("deleted entry still there")
+	}
+	again, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.All()) != 2 {
+		t.Fatalf("after delete and reopen: %+v", again.All())
+	}
+	if _, err := os.Stat(filepath.Join(dir, LedgerFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+}
+
+func TestLedgerPutRefusesWhatCannotRoundTrip(t *testing.T) {
+	l, err := OpenLedger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := sampleEntry(1, "t")
+	for name, mutate := range map[string]func(*Entry){
+		"oid 0":         func(e *Entry) { e.Oid = 0 },
+		"no table":      func(e *Entry) { e.Table = "" },
+		"bad mode":      func(e *Entry) { e.Mode = "fast" },
+		"no phase":      func(e *Entry) { e.Phase = "" },
+		"negative rows": func(e *Entry) { e.Rows = -1 },
+		"bad utf8":      func(e *Entry) { e.Target = "t\xff" },
+		"year 10000":    func(e *Entry) { e.StartedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+	} {
+		e := ok
+		mutate(&e)
+		if err := l.Put(e); err == nil {
+			t.Errorf("%s: Put accepted %+v", name, e)
+		}
+	}
+	if len(l.All()) != 0 {
+		t.Fatalf("refused entries recorded: %+v", l.All())
+	}
+}
+
+func TestLedgerFailedWriteLeavesLedgerUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(sampleEntry(1, "kept")); err != nil {
+		t.Fatal(err)
+	}
+	// A directory in the temporary file's place makes the write fail, even as root.
+	if err := os.Mkdir(filepath.Join(dir, LedgerFile+".tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Put(sampleEntry(2, "lost"))
+	if err == nil || !strings.Contains(err.Error(), "public.lost") || !strings.Contains(err.Error(), LedgerFile) {
+		t.Fatalf("Put over a blocked temporary file: %v, want an error naming the table and the file", err)
+	}
+	if err := l.Delete(1); err == nil {
+		t.Fatal("Delete over a blocked temporary file succeeded")
+	}
+	if _, ok := l.Get(2); ok {
+		t.Fatal("failed Put is visible")
+	}
+	if _, ok := l.Get(1); !ok {
+		t.Fatal("failed Delete removed the entry")
+	}
+	os.Remove(filepath.Join(dir, LedgerFile+".tmp"))
+	reopened, err := OpenLedger(dir)
+	if err != nil || len(reopened.All()) != 1 || reopened.All()[0].Table != "kept" {
+		t.Fatalf("file after failed writes: %+v %v", reopened.All(), err)
+	}
+}
+
+func TestLedgerConcurrentPut(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 6, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				oid := uint32(1000 + w*each + i)
+				e := sampleEntry(oid, fmt.Sprintf("t%d", oid))
+				// Every worker also rewrites a shared entry: the last write wins, whole.
+				shared := sampleEntry(1, "shared")
+				shared.Attempt = w*each + i
+				for _, e := range []Entry{e, shared} {
+					if err := l.Put(e); err != nil {
+						errs <- err
+					}
+				}
+				_ = l.All()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	reopened, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(reopened.All()); got != workers*each+1 {
+		t.Fatalf("reopened ledger holds %d entries, want %d", got, workers*each+1)
+	}
+	if !reflect.DeepEqual(reopened.All(), l.All()) {
+		t.Fatal("file and memory disagree after concurrent Puts")
+	}
+}
+
+func writeLedgerFile(t *testing.T, b []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, LedgerFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestLedgerCorruptVersusTruncated(t *testing.T) {
+	good := encodeLedger(map[uint32]Entry{16384: sampleEntry(16384, "orders"), 16390: sampleEntry(16390, "items")})
+	if _, err := OpenLedger(writeLedgerFile(t, good)); err != nil {
+		t.Fatalf("good file refused: %v", err)
+	}
+	// withCRC re-signs an edited document so that only the edit is at fault.
+	withCRC := func(edit func(*ledgerJSON)) []byte {
+		j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{{
+			Oid: 7, Schema: "s", Table: "t", Mode: "copy", Phase: "loading", Coverage: "0/10",
+		}}}
+		edit(&j)
+		j.CRC = j.checksum()
+		b, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	corrupt := map[string]struct {
+		file []byte
+		says string
+	}{
+		"bad crc":        {[]byte(strings.Replace(string(good), `"rows": 1234567`, `"rows": 1234568`, 1)), "checksum"},
+		"unknown field":  {[]byte(strings.Replace(string(good), `"format"`, `"extra": 1, "format"`, 1)), `unknown field "extra"`},
+		"unknown nested": {[]byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1)), `unknown field "priority"`},
+		"wrong version":  {withCRC(func(j *ledgerJSON) { j.Version = 2 }), "version 2"},
+		"wrong format":   {withCRC(func(j *ledgerJSON) { j.Format = "walshadow-manifest" }), `format "walshadow-manifest"`},
+		"bad lsn":        {withCRC(func(j *ledgerJSON) { j.Entries[0].Coverage = "10" }), `coverage_lsn "10"`},
+		"bad time":       {withCRC(func(j *ledgerJSON) { j.Entries[0].StartedAt = "yesterday" }), `started_at "yesterday"`},
+		"bad phase":      {withCRC(func(j *ledgerJSON) { j.Entries[0].Phase = "half" }), `phase "half"`},
+		"duplicate oid":  {withCRC(func(j *ledgerJSON) { j.Entries = append(j.Entries, j.Entries[0]) }), "oid 7 appears twice"},
+		"garbage":        {[]byte("\x00\x01not json"), "not a load ledger"},
+		"syntax error":   {[]byte(strings.Replace(string(good), `"entries": [`, `"entries": ]`, 1)), "not a load ledger"},
+		"trailing data":  {append(append([]byte{}, good...), "{}"...), "data after"},
+		"array prefix":   {[]byte(`[{"format":"walshadow-loads"`), "not a load ledger"},
+	}
+	for name, c := range corrupt {
+		dir := writeLedgerFile(t, c.file)
+		_, err := OpenLedger(dir)
+		var le *LedgerError
+		if !errors.As(err, &le) || le.Truncated {
+			t.Errorf("%s: %v, want a corrupt *LedgerError", name, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, filepath.Join(dir, LedgerFile)) || !strings.Contains(msg, "is corrupt") ||
+			!strings.Contains(msg, c.says) || !strings.Contains(msg, "remove it to reload every table whose load is not done") {
+			t.Errorf("%s: message %q should name the path, %q and the remedy", name, msg, c.says)
+		}
+	}
+
+	for name, file := range map[string][]byte{
+		"empty":        {},
+		"white space":  []byte("\n  \n"),
+		"half":         good[:len(good)/2],
+		"no brace":     good[:len(good)-2],
+		"one byte":     good[:1],
+		"mid string":   good[:strings.Index(string(good), "walshadow-loads")+4],
+		"mid number":   good[:strings.Index(string(good), "1234567")+3],
+		"before crc32": good[:strings.Index(string(good), `"crc32c"`)],
+	} {
+		dir := writeLedgerFile(t, file)
+		_, err := OpenLedger(dir)
+		var le *LedgerError
+		if !errors.As(err, &le) || !le.Truncated {
+			t.Errorf("%s: %v, want a truncated *LedgerError", name, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, filepath.Join(dir, LedgerFile)) || !strings.Contains(msg, "is truncated") ||
+			!strings.Contains(msg, "remove it to reload every table whose load is not done") {
+			t.Errorf("%s: message %q should name the path, the truncation and the remedy", name, msg)
+		}
+	}
+}
+
+func TestLedgerAcceptsHandWrittenLSNAndOffsetTimes(t *testing.T) {
+	j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{{
+		Oid: 7, Schema: "s", Table: "t", Mode: "copy", Phase: "done", Coverage: "a/1f",
+		StartedAt: "2026-11-30T15:02:03.25+01:00", FinishedAt: "2026-11-30T14:10:00Z",
+	}}}
+	j.CRC = j.checksum()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLedger(writeLedgerFile(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := l.Get(7)
+	if e.Coverage != wal.LSN(0xA_0000_001F) || !e.StartedAt.Equal(time.Date(2026, 11, 30, 14, 2, 3, 250_000_000, time.UTC)) || e.StartedAt.Location() != time.UTC {
+		t.Fatalf("decoded %+v", e)
+	}
+}

@@ -1,0 +1,87 @@
+package pagewalk
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// SLRU geometry (access/slru.h, access/transam/clog.c).
+const (
+	slruPagesPerSegment = 32
+	slruSegmentBytes    = slruPagesPerSegment * BlockSize
+	clogXactsPerByte    = 4
+	clogXactsPerSegment = slruSegmentBytes * clogXactsPerByte
+)
+
+// XidStatus is a transaction's pg_xact state.
+type XidStatus uint8
+
+const (
+	XidInProgress   XidStatus = 0
+	XidCommitted    XidStatus = 1
+	XidAborted      XidStatus = 2
+	XidSubCommitted XidStatus = 3
+)
+
+func (s XidStatus) String() string {
+	return [...]string{"in progress", "committed", "aborted", "sub-committed"}[s&3]
+}
+
+// slru is one SLRU directory as the backup holds it: segment number to
+// contents (a segment may be shorter than 32 pages).
+type slru struct {
+	name string
+	segs map[uint32][]byte
+}
+
+func newSLRU(name string) *slru { return &slru{name: name, segs: map[uint32][]byte{}} }
+
+// add records the segment file named name (4 to 6 hex digits, %04X).
+func (s *slru) add(name string, data []byte) error {
+	if len(name) < 4 || len(name) > 6 {
+		return fmt.Errorf("%s: segment file name %q is not 4 to 6 hex digits", s.name, name)
+	}
+	n, err := strconv.ParseUint(name, 16, 32)
+	if err != nil {
+		return fmt.Errorf("%s: segment file name %q is not hex: %w", s.name, name, err)
+	}
+	if len(data)%BlockSize != 0 || len(data) > slruSegmentBytes {
+		return fmt.Errorf("%s: segment %s holds %d bytes, not whole pages of one segment", s.name, name, len(data))
+	}
+	if _, dup := s.segs[uint32(n)]; dup {
+		return fmt.Errorf("%s: segment %s appears twice", s.name, name)
+	}
+	s.segs[uint32(n)] = data
+	return nil
+}
+
+// at returns the 4 bytes at byte offset off of the SLRU's address space,
+// ok false when the backup does not hold that page.
+func (s *slru) bytesAt(off uint64, n int) ([]byte, bool) {
+	seg := s.segs[uint32(off/slruSegmentBytes)]
+	in := int(off % slruSegmentBytes)
+	if in+n > len(seg) {
+		return nil, false
+	}
+	return seg[in : in+n], true
+}
+
+// Clog reads transaction status from a backup's pg_xact: 2 bits per xid,
+// 4 xids per byte, 32 pages of 8 KiB per segment file.
+type Clog struct{ s *slru }
+
+// NewClog returns an empty pg_xact.
+func NewClog() *Clog { return &Clog{newSLRU("pg_xact")} }
+
+// AddSegment records pg_xact/<name>.
+func (c *Clog) AddSegment(name string, data []byte) error { return c.s.add(name, data) }
+
+// Status returns xid's status. An xid whose page the backup does not hold
+// (truncated away or never written) is an error, never a guess.
+func (c *Clog) Status(xid uint32) (XidStatus, error) {
+	b, ok := c.s.bytesAt(uint64(xid)/clogXactsPerByte, 1)
+	if !ok {
+		return 0, fmt.Errorf("transaction %d: its pg_xact page (segment %04X) is not in the backup", xid, xid/clogXactsPerSegment)
+	}
+	return XidStatus(b[0]>>((xid%clogXactsPerByte)*2)) & 3, nil
+}

@@ -1,0 +1,402 @@
+package output
+
+// The initial load: tables in scope that this output has never written
+// (no agreement yet when it starts) are filled with the rows the source
+// already holds, in the background, while changes keep streaming.
+//
+// Handoff. A load picks its coverage position S and a snapshot P such that
+// every transaction P does not see has all its changes after S, and they
+// are all streamed to this output: it reads L0 = pg_current_wal_lsn(),
+// assigns itself an xid N0 and commits, waits until no transaction with an
+// xid at or below N0 is running, then takes P (copy) or starts the
+// BASE_BACKUP (base_backup). A transaction P does not see got its xid after
+// N0, so its first record is after L0; S = L0 - 1 (WAL records start on
+// 8-byte boundaries, so no change carries S itself). Loaded rows carry
+// _lsn = S, so every change not in the load outranks them; a change that
+// is in the load and also streamed carries its own version, never newer
+// than what the load holds for that row, or the newest change of the row
+// when it is newer. Tables without a key are change logs (no versions):
+// there only the changes of transactions P does not see are kept, by xid.
+//
+// Staging. Rows go to <table>__wsload_<oid>, created AS the target; the
+// stream keeps writing the target meanwhile. Publishing runs between two
+// batches (the output's lock): the changes streamed into the target since
+// S are copied into the staging table, which then replaces the target in
+// one step (EXCHANGE TABLES on Atomic databases, else RENAME TABLE target
+// TO <table>__wsold_<oid>, staging TO target; DROP the old one). A schema
+// change, TRUNCATE or replica identity change of the table during its load
+// reloads it with a new snapshot; a DROP cancels it.
+//
+// Ledger. state_dir/loads.json (internal/load) records each load: a crash
+// while loading reloads the table (the staging table is dropped first); a
+// crash while publishing finishes the publish from what ClickHouse holds.
+// A table is published whole or not at all.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// loader runs the output's initial loads.
+type loader struct {
+	o       *chOutput
+	ls      loadSettings
+	ledger  *load.Ledger
+	limiter *load.Limiter
+	m       *loadMetrics
+	log     *service.Logger
+
+	tables  chan struct{} // tables loading at once
+	streams chan struct{} // COPY streams at once
+
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	runs map[uint32]*loadRun
+	// gen counts invalidations per relation: a load publishes only if no
+	// schema change, TRUNCATE or DROP of its table happened since it began.
+	gen map[uint32]uint64
+}
+
+// loadRun is one table's load in progress.
+type loadRun struct {
+	oid     uint32
+	cancel  context.CancelFunc
+	dropped bool
+}
+
+func newLoader(o *chOutput, ls loadSettings, ledger *load.Ledger, m *service.Metrics) *loader {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &loader{o: o, ls: ls, ledger: ledger, limiter: load.NewLimiter(ls.maxRate), m: newLoadMetrics(m), log: o.log,
+		tables: make(chan struct{}, ls.workers), streams: make(chan struct{}, ls.workers),
+		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}}
+}
+
+// close stops every load (they resume from the ledger at the next start).
+func (l *loader) close() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// plan records a load for a relation the output has never agreed on,
+// before its first agreement is stored: a crash between the two then
+// still loads it at the next start.
+func (l *loader) plan(d *desclog.Descriptor, mode load.Mode) error {
+	if _, ok := l.ledger.Get(d.Oid); ok {
+		return nil
+	}
+	return l.ledger.Put(load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading})
+}
+
+// resume finishes interrupted publishes and starts every load not done.
+// It runs in Connect, under the output's lock, after reconciliation.
+func (l *loader) resume(ctx context.Context) error {
+	var backup []load.Entry
+	for _, e := range l.ledger.All() {
+		switch e.Phase {
+		case load.PhaseDone:
+			continue
+		case load.PhasePublishing:
+			if err := l.recoverPublish(ctx, e); err != nil {
+				return fmt.Errorf("finishing the interrupted publish of %s.%s: %w", e.Schema, e.Table, err)
+			}
+			continue
+		}
+		a := l.o.store.Get(e.Oid)
+		if a == nil || a.Dropped {
+			// Dropped before its load finished: nothing to publish.
+			if err := l.discard(ctx, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.Mode == load.ModeBaseBackup && len(a.OrderBy) > 0 {
+			backup = append(backup, e)
+			continue
+		}
+		l.start(e.Oid, func(ctx context.Context) error { return l.loadCopy(ctx, e.Oid) })
+	}
+	if len(backup) > 0 {
+		l.startBackupPass(backup)
+	}
+	return nil
+}
+
+// start runs one table's load until it is published, retrying failures
+// with a backoff; an invalidation restarts it from scratch.
+func (l *loader) start(oid uint32, attempt func(ctx context.Context) error) {
+	l.mu.Lock()
+	if _, running := l.runs[oid]; running {
+		l.mu.Unlock()
+		return
+	}
+	run := &loadRun{oid: oid}
+	l.runs[oid] = run
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			delete(l.runs, oid)
+			l.mu.Unlock()
+		}()
+		l.runTable(run, attempt)
+	}()
+}
+
+func (l *loader) runTable(run *loadRun, attempt func(ctx context.Context) error) {
+	backoff := 2 * time.Second
+	for {
+		select {
+		case l.tables <- struct{}{}:
+		case <-l.ctx.Done():
+			return
+		}
+		ctx, cancel := context.WithCancel(l.ctx)
+		l.mu.Lock()
+		run.cancel = cancel
+		dropped := run.dropped
+		l.mu.Unlock()
+		var err error
+		if !dropped {
+			l.m.running.Incr(1)
+			err = attempt(ctx)
+			l.m.running.Decr(1)
+		}
+		cancel()
+		<-l.tables
+		if l.ctx.Err() != nil {
+			return
+		}
+		l.mu.Lock()
+		dropped = run.dropped
+		l.mu.Unlock()
+		if dropped {
+			if e, ok := l.ledger.Get(run.oid); ok {
+				if err := l.discard(l.ctx, e); err != nil {
+					l.log.Errorf("initial load of %s.%s: %v", e.Schema, e.Table, err)
+				}
+			}
+			return
+		}
+		if err == nil {
+			return
+		}
+		e, _ := l.ledger.Get(run.oid)
+		if errors.Is(err, errReload) {
+			l.log.Infof("initial load of %s.%s: %v: loading it again", e.Schema, e.Table, err)
+			backoff = 2 * time.Second
+			continue
+		}
+		l.m.failures.Incr(1, qualified(e.Schema, e.Table))
+		l.log.Errorf("initial load of %s.%s failed (attempt %d), retrying in %s: %v", e.Schema, e.Table, e.Attempt, backoff, err)
+		e.LastError = err.Error()
+		if perr := l.ledger.Put(e); perr != nil {
+			l.log.Errorf("initial load of %s.%s: recording the failure: %v", e.Schema, e.Table, perr)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-l.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 2*time.Minute)
+	}
+}
+
+// errReload: the table changed during its load (schema change, TRUNCATE);
+// the load starts over with a new snapshot.
+var errReload = errors.New("the table changed during its load")
+
+// invalidate is called, under the output's lock, after a schema event or
+// TRUNCATE of a relation was applied: a load of it in progress starts over.
+func (l *loader) invalidate(oid uint32) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen[oid]++
+	if run := l.runs[oid]; run != nil && run.cancel != nil {
+		run.cancel()
+	}
+}
+
+// dropped is called, under the output's lock, when a relation is dropped:
+// its load stops and its staging table goes.
+func (l *loader) dropped(ctx context.Context, oid uint32) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	l.gen[oid]++
+	run := l.runs[oid]
+	if run != nil {
+		run.dropped = true
+		if run.cancel != nil {
+			run.cancel()
+		}
+	}
+	l.mu.Unlock()
+	if run != nil {
+		return nil // its goroutine discards the load
+	}
+	if e, ok := l.ledger.Get(oid); ok && e.Phase != load.PhaseDone {
+		return l.discard(ctx, e)
+	}
+	return nil
+}
+
+// generation is the relation's invalidation count.
+func (l *loader) generation(oid uint32) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen[oid]
+}
+
+// discard drops a load's staging table and forgets it.
+func (l *loader) discard(ctx context.Context, e load.Entry) error {
+	if e.Staging != "" {
+		if err := l.o.conn.Exec(ctx, clickhouse.DropTable(clickhouse.Target{Database: e.Database, Table: e.Staging})); err != nil {
+			return fmt.Errorf("dropping the staging table of %s.%s: %w", e.Schema, e.Table, err)
+		}
+	}
+	return l.ledger.Delete(e.Oid)
+}
+
+// loading reports whether oid has a load not yet done (its target table
+// holds only streamed changes so far).
+func (l *loader) loading(oid uint32) bool {
+	if l == nil {
+		return false
+	}
+	e, ok := l.ledger.Get(oid)
+	return ok && e.Phase != load.PhaseDone
+}
+
+// stagingName and oldName are the load's side tables of target.
+func stagingName(target string, oid uint32) string {
+	return fmt.Sprintf("%s%s%d", target, loadStagingMarker, oid)
+}
+
+func oldName(target string, oid uint32) string {
+	return fmt.Sprintf("%s%s%d", target, loadOldMarker, oid)
+}
+
+// prepareStaging (re)creates the staging table as a copy of the target's
+// structure and records the attempt.
+func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhouse.Agreed) error {
+	e.Database, e.Target = a.Target.Database, a.Target.Table
+	e.Staging, e.Old = stagingName(a.Target.Table, e.Oid), oldName(a.Target.Table, e.Oid)
+	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
+	stmts := []string{
+		clickhouse.DropTable(staging),
+		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
+	}
+	for _, s := range stmts {
+		if err := l.o.conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
+		}
+	}
+	e.Attempt++
+	e.Phase = load.PhaseLoading
+	e.Rows, e.Bytes = 0, 0
+	e.StartedAt, e.FinishedAt = time.Now().UTC(), time.Time{}
+	e.LastError = ""
+	return l.ledger.Put(*e)
+}
+
+// progressLogger logs a load's progress every few seconds until stop.
+func (l *loader) progressLogger(name string, p *load.Progress) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(loadProgressInterval * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				s := p.Snapshot(now)
+				l.log.Infof("initial load of %s: %s", name, s)
+				l.m.observe(name, s)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// loadedRowMeta fills a loaded row's synthetic columns: _lsn = S, _xid 0
+// and commit time 0 (the row's last writer is not known), not deleted,
+// and for a change log a sequence number unique within the load.
+func loadedRowMeta(ts *tableState, row []any, s wal.LSN, seq uint32) {
+	row[ts.lsnIdx] = uint64(s)
+	row[ts.xidIdx] = uint32(0)
+	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {
+		row[ts.tsIdx] = time.Unix(0, 0).UTC()
+	} else {
+		row[ts.tsIdx] = uint64(0)
+	}
+	row[ts.delIdx] = uint8(0)
+	if ts.seqIdx >= 0 {
+		row[ts.seqIdx] = seq
+	}
+}
+
+// stagingInserter batches one table's loaded rows into the staging table.
+type stagingInserter struct {
+	l      *loader
+	ts     *tableState
+	target clickhouse.Target
+	rows   [][]any
+	bytes  int
+}
+
+func (si *stagingInserter) add(ctx context.Context, row []any, size int) error {
+	si.rows = append(si.rows, row)
+	si.bytes += size
+	if len(si.rows) >= si.l.o.s.batchRows || si.bytes >= si.l.o.s.batchBytes {
+		return si.flush(ctx)
+	}
+	return nil
+}
+
+func (si *stagingInserter) flush(ctx context.Context) error {
+	if len(si.rows) == 0 {
+		return nil
+	}
+	o := si.l.o
+	err := o.conn.InsertRetrying(ctx, si.target, si.ts.cols, si.rows, o.s.retry, func(attempt int, err error) {
+		o.m.retries.Incr(1)
+		si.l.log.Warnf("insert into %s failed (attempt %d), retrying: %v", clickhouse.QuoteQualified(si.target), attempt, err)
+	})
+	if err != nil {
+		return fmt.Errorf("inserting loaded rows into %s: %w", clickhouse.QuoteQualified(si.target), err)
+	}
+	si.rows, si.bytes = si.rows[:0:0], 0
+	return nil
+}
+
+// describeLoad names a load in logs.
+func describeLoad(e load.Entry) string {
+	return qualified(e.Schema, e.Table)
+}
+
+// quoteSQLIdent quotes a PostgreSQL identifier.
+func quoteSQLIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -1,0 +1,407 @@
+package output
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/decode"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/load/pagewalk"
+	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// startBackupPass loads tables from one BASE_BACKUP of the source: the
+// backup streams the whole cluster once, the walk keeps the tables'
+// pages. Tables a pass could not publish (changed during it) go into the
+// next pass; a dropped one is discarded.
+func (l *loader) startBackupPass(entries []load.Entry) {
+	l.mu.Lock()
+	var oids []uint32
+	for _, e := range entries {
+		if _, running := l.runs[e.Oid]; running {
+			continue
+		}
+		l.runs[e.Oid] = &loadRun{oid: e.Oid}
+		oids = append(oids, e.Oid)
+	}
+	l.mu.Unlock()
+	if len(oids) == 0 {
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			for _, oid := range oids {
+				delete(l.runs, oid)
+			}
+			l.mu.Unlock()
+		}()
+		backoff := 2 * time.Second
+		for len(oids) > 0 {
+			select {
+			case l.tables <- struct{}{}:
+			case <-l.ctx.Done():
+				return
+			}
+			l.m.running.Incr(1)
+			remaining, err := l.backupPass(l.ctx, oids)
+			l.m.running.Decr(1)
+			<-l.tables
+			if l.ctx.Err() != nil {
+				return
+			}
+			oids = l.withoutDropped(remaining)
+			if err != nil {
+				l.m.failures.Incr(1, "base_backup")
+				l.log.Errorf("initial load from a base backup (%d table(s)) failed, retrying in %s: %v", len(oids), backoff, err)
+				select {
+				case <-time.After(backoff):
+				case <-l.ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, 2*time.Minute)
+			}
+		}
+	}()
+}
+
+// withoutDropped discards the loads of relations dropped meanwhile.
+func (l *loader) withoutDropped(oids []uint32) []uint32 {
+	var keep []uint32
+	for _, oid := range oids {
+		l.mu.Lock()
+		run := l.runs[oid]
+		dropped := run != nil && run.dropped
+		l.mu.Unlock()
+		e, ok := l.ledger.Get(oid)
+		if !ok || e.Phase == load.PhaseDone {
+			continue
+		}
+		if dropped {
+			if err := l.discard(l.ctx, e); err != nil {
+				l.log.Errorf("initial load of %s: %v", describeLoad(e), err)
+			}
+			continue
+		}
+		keep = append(keep, oid)
+	}
+	return keep
+}
+
+// backupTable is one table of a base backup pass.
+type backupTable struct {
+	e      load.Entry
+	a      *clickhouse.Agreed
+	gen    uint64
+	desc   *desclog.Descriptor
+	toast  *desclog.Descriptor
+	ts     *tableState
+	ins    *stagingInserter
+	rows   atomic.Int64
+	bytes  atomic.Int64
+	tuples int64
+}
+
+// backupPass loads oids from one base backup and publishes each; it
+// returns the ones still to load.
+func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error) {
+	dlog := l.o.sess.DescLog()
+	if dlog == nil {
+		return oids, errors.New("the session's descriptor log is not open")
+	}
+	db := dlog.Identity().DbOid
+	byRfn := map[uint32]pagewalk.Target{}
+	tables := map[uint32]*backupTable{}
+	var order []*backupTable
+	for _, oid := range oids {
+		e, ok := l.ledger.Get(oid)
+		if !ok || e.Phase == load.PhaseDone {
+			continue
+		}
+		a := l.o.store.Get(oid)
+		if a == nil || a.Dropped {
+			continue
+		}
+		t := &backupTable{e: e, a: a.Clone(), gen: l.generation(oid)}
+		at := dlog.DescriptorByOidInDBAt(db, oid, a.ValidFrom)
+		if at.Result != desclog.Present || at.Desc == nil {
+			return oids, fmt.Errorf("%s.%s: no shape at %s in the descriptor log (%v)", a.Schema, a.Table, a.ValidFrom, at.Result)
+		}
+		t.desc = at.Desc
+		if at.Desc.ToastOid != 0 {
+			tl := dlog.DescriptorByOidInDBAt(db, at.Desc.ToastOid, a.ValidFrom)
+			if tl.Result != desclog.Present || tl.Desc == nil {
+				return oids, fmt.Errorf("%s.%s: its TOAST relation %d has no shape at %s in the descriptor log (%v)", a.Schema, a.Table, at.Desc.ToastOid, a.ValidFrom, tl.Result)
+			}
+			t.toast = tl.Desc
+		}
+		if err := l.prepareStaging(ctx, &t.e, t.a); err != nil {
+			return oids, err
+		}
+		t.ts = newTableState(l.o.conn.Dialect(), t.a)
+		t.ins = &stagingInserter{l: l, ts: t.ts, target: clickhouse.Target{Database: t.e.Database, Table: t.e.Staging}}
+		tables[oid] = t
+		order = append(order, t)
+		byRfn[t.desc.Rfn.RelNum] = pagewalk.Target{Desc: t.desc, DescFrom: a.ValidFrom, Toast: t.toast}
+	}
+	if len(order) == 0 {
+		return nil, nil
+	}
+	coord, err := l.connectSource(ctx)
+	if err != nil {
+		return oids, err
+	}
+	defer coord.Close(context.Background())
+	s, _, err := l.coverage(ctx, coord, fmt.Sprintf("%d table(s) from a base backup", len(order)))
+	if err != nil {
+		return oids, err
+	}
+	var checksums string
+	if err := coord.QueryRow(ctx, "SHOW data_checksums").Scan(&checksums); err != nil {
+		return oids, fmt.Errorf("reading data_checksums: %w", err)
+	}
+	if err := l.checkStorage(ctx, coord, order); err != nil {
+		return oids, err
+	}
+	var estRows int64
+	names := make([]string, 0, len(order))
+	for _, t := range order {
+		t.e.Coverage = s
+		if err := l.ledger.Put(t.e); err != nil {
+			return oids, err
+		}
+		estRows += t.tuples
+		names = append(names, describeLoad(t.e))
+	}
+	passName := "base backup of " + strings.Join(names, ", ")
+	if len(names) > 3 {
+		passName = fmt.Sprintf("base backup of %s and %d more", strings.Join(names[:3], ", "), len(names)-3)
+	}
+	l.log.Infof("initial load from a %s: rows tagged _lsn %s", passName, s)
+	progress := load.NewProgress(estRows, 0, time.Now())
+	stop := l.progressLogger(passName, progress)
+	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: filepath.Join(l.o.s.stateDir, "load-spill"), DataChecksums: checksums == "on"}
+	rate := 0
+	if l.ls.maxRate > 0 {
+		rate = int(max(l.ls.maxRate>>10, 32))
+	}
+	walked := false
+	_, _, err = shadow.ReadBaseBackup(ctx, l.o.sess.SourceDSN(), shadow.BaseBackupOptions{Label: "walshadow initial load", Fast: true, MaxRate: rate}, nil,
+		func(spc shadow.BackupTablespace, r io.Reader) error {
+			if spc.OID != 0 {
+				return nil // only the default tablespace's tables are walked
+			}
+			walked = true
+			_, err := pagewalk.Walk(ctx, r, cfg, func(oid uint32, rows []decode.RowChange) error {
+				t := tables[oid]
+				if t == nil {
+					return fmt.Errorf("the walk emitted rows of relation %d, which it was not asked for", oid)
+				}
+				n, b, err := l.insertWalked(ctx, t, rows, s)
+				if err != nil {
+					return err
+				}
+				t.rows.Add(n)
+				t.bytes.Add(b)
+				progress.Add(n, b)
+				l.m.rows.Incr(n, describeLoad(t.e))
+				l.m.bytes.Incr(b, describeLoad(t.e))
+				return nil
+			})
+			return err
+		})
+	stop()
+	if err != nil {
+		return oids, fmt.Errorf("reading the base backup: %w", err)
+	}
+	if !walked {
+		return oids, errors.New("the base backup had no archive of the data directory")
+	}
+	for _, t := range order {
+		if err := t.ins.flush(ctx); err != nil {
+			return oids, err
+		}
+	}
+	// The shapes and files read must still be the relations' now: a change
+	// during the backup reloads that table.
+	stale := map[uint32]bool{}
+	if err := l.checkStorage(ctx, coord, order); err != nil {
+		var se *staleStorageError
+		if !errors.As(err, &se) {
+			return oids, err
+		}
+		for _, oid := range se.oids {
+			stale[oid] = true
+		}
+	}
+	var remaining []uint32
+	for _, t := range order {
+		if stale[t.e.Oid] {
+			remaining = append(remaining, t.e.Oid)
+			continue
+		}
+		t.e.Rows, t.e.Bytes = t.rows.Load(), t.bytes.Load()
+		err := l.publish(ctx, &t.e, t.a, t.gen, nil)
+		if errors.Is(err, errReload) {
+			remaining = append(remaining, t.e.Oid)
+			continue
+		}
+		if err != nil {
+			return append(remaining, l.unpublished(order, t)...), err
+		}
+	}
+	return remaining, nil
+}
+
+// unpublished are the oids of order from t on.
+func (l *loader) unpublished(order []*backupTable, from *backupTable) []uint32 {
+	var out []uint32
+	seen := false
+	for _, t := range order {
+		seen = seen || t == from
+		if seen {
+			out = append(out, t.e.Oid)
+		}
+	}
+	return out
+}
+
+// staleStorageError names tables whose files or columns moved.
+type staleStorageError struct{ oids []uint32 }
+
+func (e *staleStorageError) Error() string {
+	return fmt.Sprintf("%d table(s) changed storage or columns during the base backup", len(e.oids))
+}
+
+// checkStorage compares each table's filenodes and columns on the source
+// with the shape the walk decodes with.
+func (l *loader) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*backupTable) error {
+	var stale []uint32
+	for _, t := range tables {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		var rfn, toastRfn int64
+		err = tx.QueryRow(ctx, `SELECT c.relfilenode::bigint, coalesce(t.relfilenode::bigint, 0)
+			FROM pg_class c LEFT JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = $1`, t.e.Oid).Scan(&rfn, &toastRfn)
+		if err == nil {
+			var rel sourceRelation
+			rel, err = relationInSnapshot(ctx, tx, t.a)
+			t.tuples = rel.tuples
+		}
+		_ = tx.Rollback(ctx)
+		switch {
+		case errors.Is(err, errReload):
+			stale = append(stale, t.e.Oid)
+			continue
+		case err != nil:
+			return fmt.Errorf("checking %s on the source: %w", describeLoad(t.e), err)
+		}
+		want := int64(0)
+		if t.toast != nil {
+			want = int64(t.toast.Rfn.RelNum)
+		}
+		if rfn != int64(t.desc.Rfn.RelNum) || toastRfn != want {
+			stale = append(stale, t.e.Oid)
+		}
+	}
+	if len(stale) > 0 {
+		return &staleStorageError{oids: stale}
+	}
+	return nil
+}
+
+// insertWalked renders and converts walked rows into the staging table.
+func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode.RowChange, s wal.LSN) (n, bytes int64, err error) {
+	if err := l.renderPending(ctx, rows); err != nil {
+		return 0, 0, err
+	}
+	ts := t.ts
+	for i := range rows {
+		row := make([]any, len(ts.cols))
+		filled := 0
+		size := 24
+		for j := range rows[i].Fields {
+			f := &rows[i].Fields[j]
+			idx, ok := ts.byAttnum[f.Col.Num]
+			if !ok {
+				continue // excluded by configuration
+			}
+			var v any
+			if !f.Null {
+				if f.Omitted || f.Pending {
+					return 0, 0, fmt.Errorf("initial load of %s: column %s of a walked row has no value", describeLoad(t.e), f.Col.Name)
+				}
+				v = f.Value
+			}
+			cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
+			if err != nil {
+				return 0, 0, fmt.Errorf("initial load of %s: column %s: %w", describeLoad(t.e), ts.cols[idx].Name, err)
+			}
+			row[idx] = cv
+			filled++
+			size += valueSize(cv)
+		}
+		if filled != len(ts.agreed.Columns) {
+			return 0, 0, fmt.Errorf("initial load of %s: a walked row has %d of the %d mapped columns", describeLoad(t.e), filled, len(ts.agreed.Columns))
+		}
+		loadedRowMeta(ts, row, s, 0)
+		if err := t.ins.add(ctx, row, size); err != nil {
+			return 0, 0, err
+		}
+		n++
+		bytes += int64(size)
+	}
+	return n, bytes, nil
+}
+
+// renderPending asks the shadow's bridge for the text of the values
+// walshadow does not decode itself.
+func (l *loader) renderPending(ctx context.Context, rows []decode.RowChange) error {
+	var items []shadow.DecodeItem
+	type ref struct{ row, field int }
+	var refs []ref
+	for i := range rows {
+		for j := range rows[i].Fields {
+			f := &rows[i].Fields[j]
+			if f.Pending && !f.Null && !f.Omitted {
+				items = append(items, shadow.DecodeItem{TypeOid: f.Col.TypeOid, Data: f.Raw})
+				refs = append(refs, ref{i, j})
+			}
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	b := l.o.sess.Bridge()
+	if b == nil {
+		return fmt.Errorf("column %s (type %s) is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource, or load this table with copy",
+			rows[refs[0].row].Fields[refs[0].field].Col.Name, rows[refs[0].row].Fields[refs[0].field].Col.TypeName)
+	}
+	texts, err := b.Decode(ctx, items)
+	if err != nil {
+		return fmt.Errorf("rendering %d loaded values through the shadow's bridge: %w", len(items), err)
+	}
+	for k, r := range refs {
+		f := &rows[r.row].Fields[r.field]
+		if texts[k].Err != "" {
+			return fmt.Errorf("column %s (type %s): the type's output function failed: %s", f.Col.Name, f.Col.TypeName, texts[k].Err)
+		}
+		f.Value, f.Pending = texts[k].Text, false
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package output_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/load"
+)
+
+// TestInitialLoadMatchesSource: tables that hold rows before walshadow
+// first starts are loaded (copy, then base_backup), while a writer keeps
+// inserting, updating and deleting their rows; afterwards every table
+// equals the source, TOASTed values and a keyless change log included, and
+// no staging table is left.
+func TestInitialLoadMatchesSource(t *testing.T) {
+	for _, mode := range []load.Mode{load.ModeCopy, load.ModeBaseBackup} {
+		t.Run(string(mode), func(t *testing.T) { testInitialLoad(t, mode) })
+	}
+}
+
+func testInitialLoad(t *testing.T, mode load.Mode) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE ld_keyed (id int PRIMARY KEY, v text, n numeric, tags text[], big text);
+		INSERT INTO ld_keyed SELECT g, 'v' || g, g * 1.5, ARRAY['a' || g, 'b'], NULL FROM generate_series(1, 30000) g;
+		UPDATE ld_keyed SET big = (SELECT string_agg(md5(random()::text || i::text), '') FROM generate_series(1, 200) i WHERE ld_keyed.id > 0) WHERE id % 1000 = 0;
+		CREATE TABLE ld_log (a int, b text);
+		ALTER TABLE ld_log REPLICA IDENTITY FULL;
+		INSERT INTO ld_log SELECT g % 500, 'b' || (g % 7) FROM generate_series(1, 5000) g;
+		DELETE FROM ld_keyed WHERE id % 97 = 0;
+		CREATE TABLE ld_empty (id int PRIMARY KEY)`)
+	// An aborted insert and an open transaction's rows are not loaded.
+	r.src.Exec(t, `BEGIN; INSERT INTO ld_keyed VALUES (-1, 'aborted'); ROLLBACK`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	writes := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn := r.src.Connect(t)
+		rng := rand.New(rand.NewSource(1))
+		for ctx.Err() == nil {
+			id := 1 + rng.Intn(31000)
+			var sql string
+			switch rng.Intn(5) {
+			case 0:
+				sql = fmt.Sprintf("INSERT INTO ld_keyed VALUES (%d, 'new', 1) ON CONFLICT (id) DO UPDATE SET v = 'upserted'", id)
+			case 1:
+				sql = fmt.Sprintf("UPDATE ld_keyed SET v = v || '+', n = n + 1 WHERE id = %d", id)
+			case 2:
+				sql = fmt.Sprintf("DELETE FROM ld_keyed WHERE id = %d", id)
+			case 3:
+				sql = fmt.Sprintf("INSERT INTO ld_log VALUES (%d, 'late')", id%500)
+			default:
+				sql = fmt.Sprintf("DELETE FROM ld_log WHERE ctid = (SELECT ctid FROM ld_log WHERE a = %d LIMIT 1)", id%500)
+			}
+			if _, err := conn.Exec(ctx, sql); err != nil && ctx.Err() == nil {
+				t.Errorf("writer: %s: %v", sql, err)
+				return
+			}
+			writes++
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	logs := &logLines{}
+	run := r.startLogged(t, fmt.Sprintf("initial_load: { mode: %s, workers: 2, split_bytes: 262144 }", mode), logs)
+	r.waitLoadsDone(t, run, logs, 3, 3*time.Minute)
+	cancel()
+	wg.Wait()
+	t.Logf("%d writes during the load", writes)
+	r.src.Exec(t, "CREATE TABLE ld_marker (id int PRIMARY KEY); INSERT INTO ld_marker VALUES (1)")
+	r.waitCH(t, run, liveCountSQL("public", "ld_marker"), "1", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+	if t.Failed() {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "initial load") {
+				t.Log(l)
+			}
+		}
+		t.Log(r.ch.HTTPQuery(t, "SELECT a, b, _lsn, _xid, _seq, _is_deleted FROM walshadow_test.`public.ld_log` FINAL WHERE b = 'late' ORDER BY a LIMIT 40 FORMAT TSV"))
+		t.Log(r.src.QueryString(t, "SELECT string_agg(a::text || ' ' || xmin::text, ', ' ORDER BY a) FROM ld_log WHERE b = 'late'"))
+	}
+	if n := r.ch.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'walshadow_test' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsold_%')"); n != "0" {
+		t.Errorf("%s staging or old tables left on ClickHouse", n)
+	}
+	if !strings.Contains(logs.String(), "initial load of public.ld_keyed published") {
+		t.Errorf("no publish log line for ld_keyed")
+	}
+}
+
+// waitLoadsDone waits until the ledger holds want loads, all done.
+func (r *rig) waitLoadsDone(t *testing.T, run *running, logs *logLines, want int, timeout time.Duration) []load.Entry {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var entries []load.Entry
+	for time.Now().Before(deadline) {
+		l, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+		if err == nil {
+			entries = l.All()
+			done := 0
+			for _, e := range entries {
+				if e.Phase == load.PhaseDone {
+					done++
+				}
+			}
+			if done == len(entries) && len(entries) >= want {
+				return entries
+			}
+		}
+		select {
+		case err := <-run.done:
+			t.Fatalf("the stream stopped during the load: %v\n%s", err, tail(logs.String(), 4000))
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	t.Fatalf("loads not done after %s: %+v\n%s", timeout, entries, tail(logs.String(), 6000))
+	return nil
+}
