@@ -200,6 +200,12 @@ func (l *loader) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		if errors.Is(err, errReload) {
 			l.log.Infof("initial load of %s.%s: %v: loading it again", e.Schema, e.Table, err)
 			backoff = 2 * time.Second
+			// The change may still be on its way from the stream.
+			select {
+			case <-time.After(time.Second):
+			case <-l.ctx.Done():
+				return
+			}
 			continue
 		}
 		l.m.failures.Incr(1, qualified(e.Schema, e.Table))

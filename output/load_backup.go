@@ -223,6 +223,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 			})
 			return err
 		})
+	progress.Done(time.Now())
 	stop()
 	if err != nil {
 		return oids, fmt.Errorf("reading the base backup: %w", err)

@@ -308,6 +308,7 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 			l.m.bytes.Incr(b, name)
 		})
 	})
+	progress.Done(time.Now())
 	stop()
 	if err != nil {
 		return err

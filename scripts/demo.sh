@@ -102,6 +102,12 @@ XML
 fi
 echo "   ClickHouse $(chq 'SELECT version()') is up"
 
+echo "== rows that exist before walshadow first starts: demo_existing, 100,000 rows (the initial load copies them, then the stream follows)"
+psql -q <<'SQL'
+create table demo_existing (id int primary key, name text, amount numeric(12,2), created timestamptz);
+insert into demo_existing select i, 'existing ' || i, i / 7.0, timestamptz '2026-01-01' - i * interval '1 minute' from generate_series(1, 100000) i;
+SQL
+
 echo "== starting walshadow (resources/pipelines/pg_to_clickhouse.yaml); log in $var/walshadow.log"
 stop_pid "$var/walshadow.pid"
 mkdir -p "$state"
@@ -134,6 +140,8 @@ insert into demo_items select i, 'item ' || i, i * 1.25 from generate_series(1, 
 alter table demo_items add column if not exists note text default 'new';
 update demo_items set price = price + 1, note = 'repriced' where id % 10 = 0;
 delete from demo_items where id % 100 = 0;
+update demo_existing set amount = amount + 1 where id % 1000 = 0;
+delete from demo_existing where id > 99990;
 SQL
 
 echo "== rows per table: PostgreSQL | ClickHouse (SELECT count() FROM t FINAL WHERE _is_deleted = 0)"
@@ -160,6 +168,8 @@ for attempt in $(seq 1 120); do
   echo "   ... catching up"
 done
 echo "   every table matches"
+echo "== the initial load (walshadow.log)"
+grep -o 'initial load of [^"]*published[^"]*' "$var/walshadow.log" | sed 's/^/   /' || echo "   (no initial load logged)"
 echo "== demo_items: a few rows, and its columns on both sides (the ALTER arrived)"
 chq "SELECT id, name, price, note FROM \`$ch_db\`.\`public.demo_items\` FINAL WHERE _is_deleted = 0 AND id IN (1, 10, 999) ORDER BY id FORMAT PrettyCompactNoEscapes" | sed 's/^/   /'
 paste <(psql -Atc "select attname || ' ' || format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'demo_items'::regclass and attnum > 0 and not attisdropped order by attnum") \

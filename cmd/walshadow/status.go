@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
@@ -145,6 +146,9 @@ type statusReport struct {
 	writtenErr  error // a missing file is not an error: written stays 0
 
 	src *sourceStatus // nil without a source DSN
+
+	loads    []load.Entry // the output's initial loads
+	loadsErr error
 }
 
 type shadowStatus struct {
@@ -194,6 +198,11 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 	}
 	rep.writtenPath = filepath.Join(chDir, "written.json")
 	rep.written, rep.writtenAt, rep.writtenErr = readWritten(rep.writtenPath)
+	if ledger, err := load.OpenLedger(chDir); err != nil {
+		rep.loadsErr = err
+	} else {
+		rep.loads = ledger.All()
+	}
 	if t.SourceDSN != "" {
 		rep.src = querySource(ctx, t.SourceDSN, t.SlotName)
 	}
@@ -468,6 +477,8 @@ func (r *statusReport) write(out io.Writer) error {
 		fmt.Fprintf(w, "size on disk\t%s\n", byteSize(sh.size))
 	}
 
+	r.writeLoads(w)
+
 	if s := r.src; s != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "SOURCE\t%s\n", s.target)
@@ -512,6 +523,41 @@ func (r *statusReport) write(out io.Writer) error {
 		}
 	}
 	return w.Flush()
+}
+
+// writeLoads lists the initial loads of the ledger.
+func (r *statusReport) writeLoads(w io.Writer) {
+	if r.loadsErr == nil && len(r.loads) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	if r.loadsErr != nil {
+		fmt.Fprintf(w, "INITIAL LOADS\t%v\n", r.loadsErr)
+		return
+	}
+	done := 0
+	for _, e := range r.loads {
+		if e.Phase == load.PhaseDone {
+			done++
+		}
+	}
+	fmt.Fprintf(w, "INITIAL LOADS\t%d of %d done\n", done, len(r.loads))
+	for _, e := range r.loads {
+		line := fmt.Sprintf("%s, %s", e.Mode, e.Phase)
+		if e.Coverage != 0 {
+			line += ", rows tagged _lsn " + e.Coverage.String()
+		}
+		switch {
+		case e.Phase == load.PhaseDone:
+			line += fmt.Sprintf(": %d rows, %s in %s", e.Rows, byteSize(e.Bytes), roundDuration(e.FinishedAt.Sub(e.StartedAt)))
+		case !e.StartedAt.IsZero():
+			line += fmt.Sprintf(": attempt %d, started %s", e.Attempt, ago(r.now, e.StartedAt))
+		}
+		if e.LastError != "" {
+			line += "; last error: " + e.LastError
+		}
+		fmt.Fprintf(w, "%s.%s\t%s\n", e.Schema, e.Table, line)
+	}
 }
 
 // lag is how far behind `to` is `from`, in bytes.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/testrig"
@@ -92,6 +93,22 @@ func TestStatusReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	ledger, err := load.OpenLedger(chDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now().Add(-90 * time.Second)
+	for _, e := range []load.Entry{
+		{Oid: 16384, Schema: "public", Table: "pgbench_accounts", Mode: load.ModeCopy, Phase: load.PhaseDone, Coverage: mustLSN(t, "0/3000027"),
+			Rows: 200000, Bytes: 20 << 20, StartedAt: started, FinishedAt: started.Add(12 * time.Second), Attempt: 1},
+		{Oid: 16390, Schema: "public", Table: "big", Mode: load.ModeBaseBackup, Phase: load.PhaseLoading, Attempt: 2, StartedAt: started,
+			LastError: "reading the base backup: connection reset"},
+	} {
+		if err := ledger.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
@@ -116,6 +133,9 @@ func TestStatusReport(t *testing.T) {
 		line(`bootstrap\s+complete: backup %s to %s, timeline 1, system 7445501238329857311`, mustLSN(t, "0/2000028"), mustLSN(t, "0/2000100")),
 		line(`postmaster\s+running, pid %d`, os.Getpid()),
 		line(`size on disk\s+24\.4 KiB \(%d B\)`, size),
+		line(`INITIAL LOADS\s+1 of 2 done`),
+		line(`public\.pgbench_accounts\s+copy, done, rows tagged _lsn 0/03000027: 200000 rows, 20\.0 MiB \(20971520 B\) in 12 s`),
+		line(`public\.big\s+base_backup, loading: attempt 2, started 1 min 3\d s ago; last error: reading the base backup: connection reset`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("output lacks %s:\n%s", want, out)

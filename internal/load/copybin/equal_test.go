@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"testing"
+	"testing/iotest"
 
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
@@ -188,6 +189,17 @@ func TestReaderErrors(t *testing.T) {
 	}
 	if want := fmt.Sprintf(`binary COPY row 2 column "ttz" (time with time zone) at byte %d: field of 3 bytes, want 12`, fe.Offset); err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
+	}
+
+	boom := errors.New("connection reset")
+	rd, err = NewReader(io.MultiReader(bytes.NewReader(good[:40]), iotest.ErrReader(boom)), cols)
+	if err == nil {
+		for err == nil {
+			err = rd.Next(dst)
+		}
+	}
+	if !errors.Is(err, boom) || errors.As(err, &fe) {
+		t.Errorf("failing reader: %v, want the reader's error, not a format error", err)
 	}
 
 	withOids := append([]byte(copySignature), 0, 1, 0, 0, 0, 0, 0, 0)

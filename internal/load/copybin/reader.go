@@ -213,8 +213,9 @@ func (r *Reader) next(dst []any) error {
 		}
 		v, err := r.field(i, l)
 		if err != nil {
-			if err == io.ErrUnexpectedEOF {
-				return err
+			var re *readError
+			if err == io.ErrUnexpectedEOF || errors.As(err, &re) {
+				return err // the stream, not the data, failed
 			}
 			return &FormatError{Row: row, Column: col.Name, Type: col.TypeName, Offset: fieldOff, Err: err}
 		}
@@ -408,11 +409,17 @@ func (r *Reader) readFull(b []byte) error {
 	return nil
 }
 
+// readError is a failure of the underlying reader (not of the data).
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "reading binary COPY stream: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
 // unexpectedEOF maps the end of the stream inside an element to
-// io.ErrUnexpectedEOF; other read errors pass through wrapped.
+// io.ErrUnexpectedEOF; other read errors pass through as *readError.
 func unexpectedEOF(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("reading binary COPY stream: %w", err)
+	return &readError{err}
 }

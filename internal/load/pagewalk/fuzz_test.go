@@ -1,7 +1,6 @@
 package pagewalk
 
 import (
-	"os"
 	"archive/tar"
 	"bytes"
 	"errors"
@@ -45,9 +44,6 @@ func FuzzPage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		page := make([]byte, BlockSize)
 		copy(page, in)
-		if os.Getenv("FZ") == "1" {
-			return
-		}
 		p, isNew, err := ParsePage(page, "base/5/1", 7)
 		if err != nil {
 			var pe *PageError

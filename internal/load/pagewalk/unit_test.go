@@ -163,6 +163,9 @@ func TestVisible(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
+	if _, err := Visible(decode.PageTupleHeader{Xmin: 10, Infomask: wal.HeapMovedOff}, src); err == nil {
+		t.Error("unhinted HEAP_MOVED_OFF tuple decided")
+	}
 	if _, err := Visible(decode.PageTupleHeader{Xmin: 10}, deferredSource{}); !errors.Is(err, errNeedStatus) {
 		t.Errorf("deferred source: %v", err)
 	}

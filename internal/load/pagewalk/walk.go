@@ -57,7 +57,7 @@ type Stats struct {
 	Tuples           int64 // LP_NORMAL tuples of the targets and their TOAST relations
 	Emitted          int64 // rows emitted
 	SkippedInvisible int64 // tuples (rows and chunks) the gate rejected
-	Deferred         int64 // tuples spooled to the end of the archive
+	Deferred         int64 // tuples spooled to the end of the archive: undecided by hint bits, or rows waiting for TOAST chunks
 	Bytes            int64 // bytes of target relation files read
 	SpilledBytes     int64 // spool bytes written to the spill directory
 }
@@ -93,6 +93,11 @@ type walker struct {
 // decide wait until pg_xact and pg_multixact have been read, which may come
 // after base/ in the archive. It is pure: no I/O except reading r and the
 // spill dir. Rows may arrive out of table order; emit may keep the slice.
+//
+// Memory: deferred tuples are bounded by SpoolBytes (then spilled), but
+// visible TOAST chunks are held in memory until the row using them is
+// decoded, so a TOAST relation read before its table costs its visible
+// size.
 func Walk(ctx context.Context, r io.Reader, cfg Config, emit func(oid uint32, rows []decode.RowChange) error) (Stats, error) {
 	w := &walker{
 		ctx: ctx, cfg: cfg, emit: emit,
