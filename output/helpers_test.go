@@ -34,7 +34,7 @@ type rig struct {
 	shadowPort int
 }
 
-func newRig(t *testing.T, opts ...testrig.PGOption) *rig {
+func newRig(t testing.TB, opts ...testrig.PGOption) *rig {
 	t.Helper()
 	src := testrig.StartPostgres(t, opts...)
 	return &rig{src: src, ch: testrig.StartClickHouse(t), bridgeDir: testrig.BuildPgext(t, src.BinDir()),
@@ -60,13 +60,13 @@ type running struct {
 }
 
 // start builds and runs the pipeline and waits until it streams.
-func (r *rig) start(t *testing.T, outputYAML string) *running {
+func (r *rig) start(t testing.TB, outputYAML string) *running {
 	t.Helper()
 	return r.startLogged(t, outputYAML, nil)
 }
 
 // startLogged is start with the stream's log lines also sent to logTo.
-func (r *rig) startLogged(t *testing.T, outputYAML string, logTo *logLines) *running {
+func (r *rig) startLogged(t testing.TB, outputYAML string, logTo *logLines) *running {
 	t.Helper()
 	b := service.NewStreamBuilder()
 	if logTo != nil {
@@ -93,7 +93,7 @@ func (r *rig) startLogged(t *testing.T, outputYAML string, logTo *logLines) *run
 	return run
 }
 
-func (run *running) stop(t *testing.T) {
+func (run *running) stop(t testing.TB) {
 	if run.stream == nil {
 		return
 	}
@@ -109,7 +109,7 @@ func chTable(schema, table string) string {
 }
 
 // waitCH polls a ClickHouse query until it returns want (trimmed).
-func (r *rig) waitCH(t *testing.T, run *running, sql, want string, timeout time.Duration) {
+func (r *rig) waitCH(t testing.TB, run *running, sql, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var got string

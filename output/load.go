@@ -325,8 +325,9 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 	return l.ledger.Put(*e)
 }
 
-// progressLogger logs a load's progress every few seconds until stop.
-func (l *loader) progressLogger(name string, p *load.Progress) (stop func()) {
+// progressLogger logs a load's progress every few seconds until stop, and
+// records it in the ledger through persist (nil: not recorded).
+func (l *loader) progressLogger(name string, p *load.Progress, persist func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -342,6 +343,9 @@ func (l *loader) progressLogger(name string, p *load.Progress) (stop func()) {
 				s := p.Snapshot(now)
 				l.log.Infof("initial load of %s: %s", name, s)
 				l.m.observe(name, s)
+				if persist != nil {
+					persist()
+				}
 			}
 		}
 	}()
@@ -366,36 +370,72 @@ func loadedRowMeta(ts *tableState, row []any, s wal.LSN, seq uint32) {
 }
 
 // stagingInserter batches one table's loaded rows into the staging table.
+// One block is inserted while the next one fills: reading the source and
+// ClickHouse's insert overlap.
 type stagingInserter struct {
-	l      *loader
-	ts     *tableState
-	target clickhouse.Target
-	rows   [][]any
-	bytes  int
+	l        *loader
+	ts       *tableState
+	target   clickhouse.Target
+	rows     [][]any
+	bytes    int
+	inflight chan error // the block being inserted, nil when none
 }
 
 func (si *stagingInserter) add(ctx context.Context, row []any, size int) error {
 	si.rows = append(si.rows, row)
 	si.bytes += size
 	if len(si.rows) >= si.l.o.s.batchRows || si.bytes >= si.l.o.s.batchBytes {
-		return si.flush(ctx)
+		return si.send(ctx)
 	}
 	return nil
 }
 
-func (si *stagingInserter) flush(ctx context.Context) error {
+// send starts inserting the pending block once the previous one is in.
+func (si *stagingInserter) send(ctx context.Context) error {
 	if len(si.rows) == 0 {
 		return nil
 	}
+	if err := si.wait(); err != nil {
+		return err
+	}
+	rows := si.rows
+	si.rows, si.bytes = make([][]any, 0, len(rows)), 0
+	done := make(chan error, 1)
+	si.inflight = done
+	go func() { done <- si.insert(ctx, rows) }()
+	return nil
+}
+
+// wait waits for the block being inserted.
+func (si *stagingInserter) wait() error {
+	if si.inflight == nil {
+		return nil
+	}
+	err := <-si.inflight
+	si.inflight = nil
+	return err
+}
+
+// flush inserts every pending row and waits until all are in.
+func (si *stagingInserter) flush(ctx context.Context) error {
+	if err := si.send(ctx); err != nil {
+		return err
+	}
+	return si.wait()
+}
+
+// abandon waits for an insert in flight (its context is ending).
+func (si *stagingInserter) abandon() { _ = si.wait() }
+
+func (si *stagingInserter) insert(ctx context.Context, rows [][]any) error {
 	o := si.l.o
-	err := o.conn.InsertRetrying(ctx, si.target, si.ts.cols, si.rows, o.s.retry, func(attempt int, err error) {
+	err := o.conn.InsertRetrying(ctx, si.target, si.ts.cols, rows, o.s.retry, func(attempt int, err error) {
 		o.m.retries.Incr(1)
 		si.l.log.Warnf("insert into %s failed (attempt %d), retrying: %v", clickhouse.QuoteQualified(si.target), attempt, err)
 	})
 	if err != nil {
 		return fmt.Errorf("inserting loaded rows into %s: %w", clickhouse.QuoteQualified(si.target), err)
 	}
-	si.rows, si.bytes = si.rows[:0:0], 0
 	return nil
 }
 

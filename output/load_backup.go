@@ -191,8 +191,21 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		passName = fmt.Sprintf("base backup of %s and %d more", strings.Join(names[:3], ", "), len(names)-3)
 	}
 	l.log.Infof("initial load from a %s: rows tagged _lsn %s", passName, s)
+	defer func() {
+		for _, t := range order {
+			t.ins.abandon()
+		}
+	}()
 	progress := load.NewProgress(estRows, 0, time.Now())
-	stop := l.progressLogger(passName, progress)
+	stop := l.progressLogger(passName, progress, func() {
+		for _, t := range order {
+			running := t.e
+			running.Rows, running.Bytes = t.rows.Load(), t.bytes.Load()
+			if err := l.ledger.Put(running); err != nil {
+				l.log.Warnf("initial load of %s: recording progress: %v", describeLoad(t.e), err)
+			}
+		}
+	})
 	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: filepath.Join(l.o.s.stateDir, "load-spill"), DataChecksums: checksums == "on"}
 	rate := 0
 	if l.ls.maxRate > 0 {

@@ -296,9 +296,15 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 	l.log.Infof("initial load of %s: copying about %d rows (%d MB) in %d range(s), snapshot %s, rows tagged _lsn %s", name, rel.tuples, rel.bytes>>20, len(ranges), snapText, s)
 	ts := newTableState(l.o.conn.Dialect(), a)
 	progress := load.NewProgress(rel.tuples, rel.bytes, time.Now())
-	stop := l.progressLogger(name, progress)
 	var seq atomic.Uint32
 	var rows, bytes atomic.Int64
+	running := e
+	stop := l.progressLogger(name, progress, func() {
+		running.Rows, running.Bytes = rows.Load(), bytes.Load()
+		if err := l.ledger.Put(running); err != nil {
+			l.log.Warnf("initial load of %s: recording progress: %v", name, err)
+		}
+	})
 	err = l.copyRanges(ctx, ranges, func(ctx context.Context, r load.CtidRange) error {
 		return l.copyRange(ctx, snapID, rel, r, cols, ts, clickhouse.Target{Database: e.Database, Table: e.Staging}, s, &seq, func(n, b int64) {
 			rows.Add(n)
@@ -411,6 +417,7 @@ func (l *loader) readCopy(ctx context.Context, src io.Reader, rel sourceRelation
 		return fmt.Errorf("COPY of %s.%s: %w", rel.schema, rel.name, err)
 	}
 	ins := &stagingInserter{l: l, ts: ts, target: staging}
+	defer ins.abandon()
 	vals := make([]any, len(cols))
 	var lastBytes, pendingRows int64
 	account := func() error {

@@ -98,7 +98,7 @@ func testInitialLoad(t *testing.T, mode load.Mode) {
 }
 
 // waitLoadsDone waits until the ledger holds want loads, all done.
-func (r *rig) waitLoadsDone(t *testing.T, run *running, logs *logLines, want int, timeout time.Duration) []load.Entry {
+func (r *rig) waitLoadsDone(t testing.TB, run *running, logs *logLines, want int, timeout time.Duration) []load.Entry {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var entries []load.Entry
