@@ -18,14 +18,18 @@ package output
 // when it is newer. Tables without a key are change logs (no versions):
 // there only the changes of transactions P does not see are kept, by xid.
 //
-// Staging. Rows go to <table>__wsload_<oid>, created AS the target; the
-// stream keeps writing the target meanwhile. Publishing runs between two
-// batches (the output's lock): the changes streamed into the target since
-// S are copied into the staging table, which then replaces the target in
-// one step (EXCHANGE TABLES on Atomic databases, else RENAME TABLE target
-// TO <table>__wsold_<oid>, staging TO target; DROP the old one). A schema
-// change, TRUNCATE or replica identity change of the table during its load
-// reloads it with a new snapshot; a DROP cancels it.
+// Tables. Until its load is published a relation's changes go to its
+// delta table <table>__wsdelta_<oid> (its agreement targets it), and the
+// load's rows to the staging table <table>__wsload_<oid>, created AS the
+// delta table: the configured name only ever holds a whole table.
+// Publishing runs between two batches (the output's lock): the changes
+// streamed into the delta table since S are copied into the staging table,
+// which takes the configured name in one RENAME; the agreement follows and
+// the delta table is dropped. A table found under the name that this output
+// did not publish is kept aside as <table>__wsreplaced_<oid> (EXCHANGE
+// TABLES on an Atomic database, else one RENAME of both). A schema change,
+// TRUNCATE or replica identity change of the table during its load reloads
+// it with a new snapshot; a DROP cancels it and drops the delta table.
 //
 // Ledger. state_dir/loads.json (internal/load) records each load: a crash
 // while loading reloads the table (the staging table is dropped first); a
@@ -94,11 +98,26 @@ func (l *loader) close() {
 // plan records a load for a relation the output has never agreed on,
 // before its first agreement is stored: a crash between the two then
 // still loads it at the next start.
-func (l *loader) plan(d *desclog.Descriptor, mode load.Mode) error {
+func (l *loader) plan(d *desclog.Descriptor, mode load.Mode, target clickhouse.Target) error {
 	if _, ok := l.ledger.Get(d.Oid); ok {
 		return nil
 	}
-	return l.ledger.Put(load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading})
+	return l.ledger.Put(load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
+		Database: target.Database, Target: target.Table,
+		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid)})
+}
+
+// deltaTarget is where the changes of a relation whose load is not yet
+// published go (false: none, its configured target).
+func (l *loader) deltaTarget(oid uint32) (clickhouse.Target, bool) {
+	if l == nil {
+		return clickhouse.Target{}, false
+	}
+	e, ok := l.ledger.Get(oid)
+	if !ok || e.Phase == load.PhaseDone {
+		return clickhouse.Target{}, false
+	}
+	return clickhouse.Target{Database: e.Database, Table: deltaName(e.Target, oid)}, true
 }
 
 // resume finishes interrupted publishes and starts every load not done.
@@ -293,20 +312,28 @@ func (l *loader) loading(oid uint32) bool {
 	return ok && e.Phase != load.PhaseDone
 }
 
-// stagingName and oldName are the load's side tables of target.
+// The load's side tables of target: the staging table the load fills, the
+// delta table the stream writes until the load is published, and the name
+// a table found under the target's name at publish is moved to.
 func stagingName(target string, oid uint32) string {
 	return fmt.Sprintf("%s%s%d", target, loadStagingMarker, oid)
 }
 
-func oldName(target string, oid uint32) string {
-	return fmt.Sprintf("%s%s%d", target, loadOldMarker, oid)
+func deltaName(target string, oid uint32) string {
+	return fmt.Sprintf("%s%s%d", target, loadDeltaMarker, oid)
+}
+
+func replacedName(target string, oid uint32) string {
+	return fmt.Sprintf("%s%s%d", target, loadReplacedMarker, oid)
 }
 
 // prepareStaging (re)creates the staging table as a copy of the target's
 // structure and records the attempt.
 func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhouse.Agreed) error {
-	e.Database, e.Target = a.Target.Database, a.Target.Table
-	e.Staging, e.Old = stagingName(a.Target.Table, e.Oid), oldName(a.Target.Table, e.Oid)
+	if want := (clickhouse.Target{Database: e.Database, Table: deltaName(e.Target, e.Oid)}); a.Target != want {
+		return fmt.Errorf("%s.%s is agreed on %s, not on its load's delta table %s", e.Schema, e.Table,
+			clickhouse.QuoteQualified(a.Target), clickhouse.QuoteQualified(want))
+	}
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
 	stmts := []string{
 		clickhouse.DropTable(staging),

@@ -22,7 +22,8 @@ const (
 	defaultLoadSplit     = 256 << 20
 	defaultLoadWorkers   = 4
 	loadStagingMarker    = "__wsload_"
-	loadOldMarker        = "__wsold_"
+	loadDeltaMarker      = "__wsdelta_"
+	loadReplacedMarker   = "__wsreplaced_"
 	loadProgressInterval = 5
 )
 

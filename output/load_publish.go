@@ -11,18 +11,20 @@ import (
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// publish makes a loaded staging table the target, between two batches:
-// the changes streamed into the target since the load's coverage are
-// copied into it, then it replaces the target in one step. snap is the
-// load's snapshot (copy mode): a change-log table keeps only the streamed
-// changes of transactions it did not see; a table with a key keeps every
-// change newer than S (versions decide).
+// publish makes a loaded staging table the relation's table, between two
+// batches (the output's lock): the changes streamed into the delta table
+// since the load's coverage are copied into it, it takes the configured
+// name in one RENAME (or one EXCHANGE on an Atomic database when a table
+// already holds the name), the agreement moves to that name and the delta
+// table goes. snap is the load's snapshot (copy mode): a change-log table
+// keeps only the streamed changes of transactions it did not see; a table
+// with a key keeps every change newer than S (versions decide).
 func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.Agreed, gen uint64, snap *pgSnapshot) error {
 	o := l.o
 	if len(loaded.OrderBy) == 0 && snap != nil {
 		// A change log keeps a streamed change only if the snapshot did
 		// not see its transaction: every transaction it saw must be in the
-		// target before the copy-back, or it would be written twice.
+		// delta table before the copy-back, or it would be written twice.
 		if err := l.waitDelivered(ctx, *e, snap.seenBy-1); err != nil {
 			return err
 		}
@@ -40,7 +42,7 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 		return errReload
 	}
 	ts := newTableState(o.conn.Dialect(), a)
-	live := a.Target
+	delta := a.Target
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
 	var filter string
 	switch {
@@ -57,73 +59,124 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 	}
 	list := strings.Join(cols, ", ")
 	copyBack := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
-		clickhouse.QuoteQualified(staging), list, list, clickhouse.QuoteQualified(live), filter)
+		clickhouse.QuoteQualified(staging), list, list, clickhouse.QuoteQualified(delta), filter)
 	if err := o.conn.Exec(ctx, copyBack); err != nil {
 		return fmt.Errorf("copying the changes streamed during the load into %s: %w", clickhouse.QuoteQualified(staging), err)
-	}
-	atomicDB, err := l.atomicDatabase(ctx, live.Database)
-	if err != nil {
-		return err
-	}
-	if atomicDB {
-		if e.StagingUUID, err = l.tableUUID(ctx, staging); err != nil {
-			return err
-		}
 	}
 	e.Phase = load.PhasePublishing
 	if err := l.ledger.Put(*e); err != nil {
 		return err
 	}
-	if err := l.swap(ctx, *e, atomicDB); err != nil {
+	return l.swap(ctx, *e)
+}
+
+// swap finishes a publish whose copy-back is done: from any point a crash
+// left it at, since each step is recognised by what ClickHouse and the
+// agreement hold.
+func (l *loader) swap(ctx context.Context, e load.Entry) error {
+	o := l.o
+	target := clickhouse.Target{Database: e.Database, Table: e.Target}
+	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
+	delta := clickhouse.Target{Database: e.Database, Table: deltaName(e.Target, e.Oid)}
+	replaced := clickhouse.Target{Database: e.Database, Table: e.Old}
+	exists := func(t clickhouse.Target) (bool, error) {
+		ch, err := o.conn.Table(ctx, t)
+		if err != nil {
+			return false, err
+		}
+		return ch.Exists, nil
+	}
+	exec := func(sql string) error {
+		if err := o.conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, firstLine(sql), err)
+		}
+		return nil
+	}
+	hasStaging, err := exists(staging)
+	if err != nil {
 		return err
 	}
-	return l.finish(e)
-}
-
-// waitDelivered waits until the session has delivered every transaction
-// committed at or before lsn.
-func (l *loader) waitDelivered(ctx context.Context, e load.Entry, lsn wal.LSN) error {
-	logged := time.Now()
-	for l.o.sess.DeliveredThrough() < lsn {
-		if time.Since(logged) > 30*time.Second {
-			logged = time.Now()
-			l.log.Infof("initial load of %s: loaded, waiting for the stream to deliver through %s (at %s) before publishing", describeLoad(e), lsn, l.o.sess.DeliveredThrough())
+	if hasStaging {
+		hasTarget, err := exists(target)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := l.takeName(ctx, &e, staging, target, replaced, hasTarget, exec); err != nil {
+			return err
 		}
 	}
-	return nil
+	// The agreement follows the table to its name.
+	if a := o.store.Get(e.Oid); a != nil && a.Target != target {
+		a = a.Clone()
+		a.Target = target
+		if err := o.store.Put(a); err != nil {
+			return fmt.Errorf("recording the agreed shape of %s.%s: %w", e.Schema, e.Table, err)
+		}
+	}
+	delete(o.tables, e.Oid)
+	if err := exec(clickhouse.DropTable(delta)); err != nil {
+		return err
+	}
+	return l.finish(&e)
 }
 
-// swap replaces the target by the staging table and drops what the
-// target held.
-func (l *loader) swap(ctx context.Context, e load.Entry, atomicDB bool) error {
-	live := clickhouse.Target{Database: e.Database, Table: e.Target}
-	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	old := clickhouse.Target{Database: e.Database, Table: e.Old}
-	var stmts []string
-	if atomicDB {
-		stmts = []string{
-			fmt.Sprintf("EXCHANGE TABLES %s AND %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(live)),
-			clickhouse.DropTable(staging),
+// takeName gives the staging table the target's name. A table this output
+// did not publish may hold it (left by an earlier state directory, or made
+// by hand): it is kept aside under replaced, swapped out in one EXCHANGE
+// on an Atomic database, else by one RENAME of both tables (on an Ordinary
+// database the name is free for the moment between the two renames).
+func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, replaced clickhouse.Target, hasTarget bool, exec func(string) error) error {
+	if !hasTarget {
+		return exec(fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(target)))
+	}
+	atomicDB, err := l.atomicDatabase(ctx, e.Database)
+	if err != nil {
+		return err
+	}
+	if !atomicDB {
+		if err := exec(fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(replaced),
+			clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(target))); err != nil {
+			return err
 		}
 	} else {
-		stmts = []string{
-			clickhouse.DropTable(old),
-			fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", clickhouse.QuoteQualified(live), clickhouse.QuoteQualified(old),
-				clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(live)),
-			clickhouse.DropTable(old),
+		// After the EXCHANGE the staging name holds the other table: the
+		// staging table's uuid, recorded first, tells whether a crash came
+		// before or after it.
+		if e.StagingUUID == "" {
+			if e.StagingUUID, err = l.tableUUID(ctx, staging); err != nil {
+				return err
+			}
+			if err := l.ledger.Put(*e); err != nil {
+				return err
+			}
+		}
+		uuid, err := l.tableUUID(ctx, target)
+		if err != nil {
+			return err
+		}
+		if uuid != e.StagingUUID {
+			if err := exec(fmt.Sprintf("EXCHANGE TABLES %s AND %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(target))); err != nil {
+				return err
+			}
+		}
+		if err := exec(fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(replaced))); err != nil {
+			return err
 		}
 	}
-	for _, s := range stmts {
-		if err := l.o.conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, firstLine(s), err)
-		}
-	}
+	l.log.Warnf("initial load of %s: %s already existed and was not published by this output: kept as %s", describeLoad(*e),
+		clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(replaced))
 	return nil
+}
+
+// tableUUID is a table's uuid (Atomic databases).
+func (l *loader) tableUUID(ctx context.Context, t clickhouse.Target) (string, error) {
+	var uuid string
+	err := l.o.conn.Native().QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+clickhouse.QuoteString(t.Database)+
+		" AND name = "+clickhouse.QuoteString(t.Table)).Scan(&uuid)
+	if err != nil {
+		return "", fmt.Errorf("reading the uuid of %s: %w", clickhouse.QuoteQualified(t), err)
+	}
+	return uuid, nil
 }
 
 // finish records a published load.
@@ -144,83 +197,15 @@ func (l *loader) finish(e *load.Entry) error {
 	return nil
 }
 
-// recoverPublish finishes a publish a crash interrupted, from what
-// ClickHouse holds: the copy-back ran before the ledger said publishing,
-// and nothing wrote the target since (recovery runs before any batch).
+// recoverPublish finishes a publish a crash interrupted (recovery runs in
+// Connect, before any batch: nothing wrote the delta table since the
+// copy-back).
 func (l *loader) recoverPublish(ctx context.Context, e load.Entry) error {
-	live := clickhouse.Target{Database: e.Database, Table: e.Target}
-	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	old := clickhouse.Target{Database: e.Database, Table: e.Old}
-	exists := func(t clickhouse.Target) (bool, error) {
-		ch, err := l.o.conn.Table(ctx, t)
-		return ch.Exists, err
-	}
-	hasLive, err := exists(live)
-	if err != nil {
-		return err
-	}
-	hasStaging, err := exists(staging)
-	if err != nil {
-		return err
-	}
-	if e.StagingUUID != "" {
-		// EXCHANGE: the target carries the staging table's uuid once swapped.
-		if hasLive {
-			uuid, err := l.tableUUID(ctx, live)
-			if err != nil {
-				return err
-			}
-			if uuid == e.StagingUUID {
-				if err := l.o.conn.Exec(ctx, clickhouse.DropTable(staging)); err != nil {
-					return err
-				}
-				return l.finish(&e)
-			}
-		}
-		if !hasStaging || !hasLive {
-			return fmt.Errorf("neither %s nor %s is as the publish left them: reload it by removing its entry from %s", clickhouse.QuoteQualified(live), clickhouse.QuoteQualified(staging), load.LedgerFile)
-		}
-		if err := l.swap(ctx, e, true); err != nil {
-			return err
-		}
-		return l.finish(&e)
-	}
-	hasOld, err := exists(old)
-	if err != nil {
-		return err
-	}
-	var stmts []string
-	switch {
-	case hasStaging && hasLive:
-		return l.swapAndFinish(ctx, e)
-	case hasStaging && !hasLive:
-		// The rename sequence stopped after moving the target aside.
-		stmts = append(stmts, fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(live)))
-		if hasOld {
-			stmts = append(stmts, clickhouse.DropTable(old))
-		}
-	case !hasStaging && hasLive:
-		if hasOld {
-			stmts = append(stmts, clickhouse.DropTable(old))
-		}
-	default:
-		return fmt.Errorf("neither %s nor its staging table %s exists: reload it by removing its entry from %s", clickhouse.QuoteQualified(live), clickhouse.QuoteQualified(staging), load.LedgerFile)
-	}
-	for _, s := range stmts {
-		if err := l.o.conn.Exec(ctx, s); err != nil {
-			return err
-		}
-	}
-	l.log.Infof("initial load of %s: finished the publish a restart interrupted", describeLoad(e))
-	return l.finish(&e)
-}
-
-func (l *loader) swapAndFinish(ctx context.Context, e load.Entry) error {
-	if err := l.swap(ctx, e, false); err != nil {
+	if err := l.swap(ctx, e); err != nil {
 		return err
 	}
 	l.log.Infof("initial load of %s: finished the publish a restart interrupted", describeLoad(e))
-	return l.finish(&e)
+	return nil
 }
 
 // atomicDatabase reports whether database uses the Atomic engine (where
@@ -234,13 +219,20 @@ func (l *loader) atomicDatabase(ctx context.Context, database string) (bool, err
 	return engine == "Atomic", nil
 }
 
-// tableUUID is a table's uuid (Atomic databases).
-func (l *loader) tableUUID(ctx context.Context, t clickhouse.Target) (string, error) {
-	var uuid string
-	err := l.o.conn.Native().QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+clickhouse.QuoteString(t.Database)+
-		" AND name = "+clickhouse.QuoteString(t.Table)).Scan(&uuid)
-	if err != nil {
-		return "", fmt.Errorf("reading the uuid of %s: %w", clickhouse.QuoteQualified(t), err)
+// waitDelivered waits until the session has delivered every transaction
+// committed at or before lsn.
+func (l *loader) waitDelivered(ctx context.Context, e load.Entry, lsn wal.LSN) error {
+	logged := time.Now()
+	for l.o.sess.DeliveredThrough() < lsn {
+		if time.Since(logged) > 30*time.Second {
+			logged = time.Now()
+			l.log.Infof("initial load of %s: loaded, waiting for the stream to deliver through %s (at %s) before publishing", describeLoad(e), lsn, l.o.sess.DeliveredThrough())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return uuid, nil
+	return nil
 }

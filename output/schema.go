@@ -73,16 +73,23 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 		d, version = agreedDescriptor(prev, d), prev.ValidFrom
 	}
 	target := o.targetOf(d.Namespace, d.Name)
+	cfg := o.scope.config(d.Namespace, d.Name)
 	if prev != nil {
 		target = prev.Target
 	} else if err := o.evictRetained(ctx, d, target); err != nil {
 		return err
 	}
+	if delta, ok := o.loads.deltaTarget(d.Oid); ok {
+		// Until its load is published the relation's changes go to its
+		// delta table: the configured name only ever holds a whole table.
+		cfg.Database, cfg.Table = delta.Database, delta.Table
+		target = delta
+	}
 	ch, err := o.conn.Table(ctx, target)
 	if err != nil {
 		return fmt.Errorf("reading %s from ClickHouse: %w", clickhouse.QuoteQualified(target), err)
 	}
-	plan, err := clickhouse.Reconcile(o.conn.Dialect(), o.defaultDatabase(), o.scope.config(d.Namespace, d.Name), prev, ch, d)
+	plan, err := clickhouse.Reconcile(o.conn.Dialect(), o.defaultDatabase(), cfg, prev, ch, d)
 	if err != nil {
 		o.m.ddlRefused.Incr(1, "reconcile")
 		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, err)
@@ -196,6 +203,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		o.loads.invalidate(d.Oid)
 		return nil
 	case desclog.EventDropped.String():
+		_, loading := o.loads.deltaTarget(c.oid)
 		if err := o.loads.dropped(ctx, c.oid); err != nil {
 			return err
 		}
@@ -207,6 +215,11 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		strategy := cfg.DropStrategy
 		if strategy == "" {
 			strategy = o.s.drop
+		}
+		if loading {
+			// Its delta table holds only the changes since its load began:
+			// nothing was published to retain.
+			strategy = clickhouse.DropDrop
 		}
 		stmts, next, note := clickhouse.PlanDrop(strategy, prev)
 		if err := o.execAll(ctx, stmts); err != nil {
@@ -273,7 +286,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			// still loads it).
 			mode := o.s.load.modeFor(o.s.tableLoad[qualified(d.Namespace, d.Name)], d.Namespace, d.Name)
 			if mode != load.ModeNone && mode != "" {
-				if err := o.loads.plan(l.Desc, mode); err != nil {
+				if err := o.loads.plan(l.Desc, mode, o.targetOf(d.Namespace, d.Name)); err != nil {
 					return fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
 				}
 			}

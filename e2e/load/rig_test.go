@@ -489,9 +489,9 @@ func (p *pipeline) copyStore(t *testing.T) *clickhouse.Store {
 }
 
 // Markers in the names of the tables a load writes before publishing:
-// <table>__wsload_<oid> (staging) and <table>__wsold_<oid> (the previous
-// target during a rename-sequence publish).
-var loadTableMarkers = []string{"__wsload", "__wsold"}
+// <table>__wsload_<oid> (staging) and <table>__wsdelta_<oid> (the changes
+// streamed until the load is published).
+var loadTableMarkers = []string{"__wsload", "__wsdelta"}
 
 // leftoverLoadTables lists the ClickHouse tables of the pipeline's
 // database whose names hold a load's staging or old-table marker.
