@@ -135,12 +135,11 @@ type fakeSession struct {
 	stateDir string
 }
 
-func (s *fakeSession) DescLog() *desclog.Log     { return s.log }
-func (s *fakeSession) Live(uint64) bool          { return true }
-func (s *fakeSession) StateDir() string          { return s.stateDir }
-func (s *fakeSession) SourceDSN() string         { return "" }
-func (s *fakeSession) Bridge() *shadow.Bridge    { return nil }
-func (s *fakeSession) DeliveredThrough() wal.LSN { return 0 }
+func (s *fakeSession) DescLog() *desclog.Log  { return s.log }
+func (s *fakeSession) Live(uint64) bool       { return true }
+func (s *fakeSession) StateDir() string       { return s.stateDir }
+func (s *fakeSession) SourceDSN() string      { return "" }
+func (s *fakeSession) Bridge() *shadow.Bridge { return nil }
 
 // pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose
 // session knows pgbench_accounts.

@@ -409,9 +409,6 @@ type sessionView interface {
 	StateDir() string
 	// SourceDSN is where initial loads read from.
 	SourceDSN() string
-	// DeliveredThrough: every transaction committed at or before it has
-	// been written here.
-	DeliveredThrough() wal.LSN
 	// Bridge renders the values of types walshadow does not decode (nil
 	// when no bridge is configured).
 	Bridge() *shadow.Bridge
@@ -470,6 +467,9 @@ func (o *chOutput) Connect(ctx context.Context) error {
 				return fmt.Errorf("opening the initial load ledger: %w", err)
 			}
 			o.loads = newLoader(o, o.s.load, ledger, o.mgr.Metrics())
+			if err := o.loads.restoreFilters(o.writtenBefore); err != nil {
+				return err
+			}
 		}
 		if err := o.reconcileAll(ctx); err != nil {
 			return err

@@ -73,6 +73,9 @@ type loader struct {
 	// gen counts invalidations per relation: a load publishes only if no
 	// schema change, TRUNCATE or DROP of its table happened since it began.
 	gen map[uint32]uint64
+	// filters: per relation, the snapshot of its load once taken: the
+	// streamed changes of transactions it saw are in the load.
+	filters map[uint32]pgSnapshot
 }
 
 // loadRun is one table's load in progress.
@@ -86,7 +89,63 @@ func newLoader(o *chOutput, ls loadSettings, ledger *load.Ledger, m *service.Met
 	ctx, cancel := context.WithCancel(context.Background())
 	return &loader{o: o, ls: ls, ledger: ledger, limiter: load.NewLimiter(ls.maxRate), m: newLoadMetrics(m), log: o.log,
 		tables: make(chan struct{}, ls.workers), streams: make(chan struct{}, ls.workers),
-		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}}
+		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}, filters: map[uint32]pgSnapshot{}}
+}
+
+// restoreFilters reads the snapshots of the ledger's loads whose
+// transactions may still be streamed (a restart replays from the session's
+// resume point, never below writtenBefore).
+func (l *loader) restoreFilters(writtenBefore wal.LSN) error {
+	for _, e := range l.ledger.All() {
+		if e.Snapshot == "" || e.SeenBy <= writtenBefore {
+			continue
+		}
+		snap, err := parsePGSnapshot(e.Snapshot)
+		if err != nil {
+			return fmt.Errorf("%s: the load of %s.%s: %w", load.LedgerFile, e.Schema, e.Table, err)
+		}
+		snap.seenBy = e.SeenBy
+		l.setFilter(e.Oid, snap)
+	}
+	return nil
+}
+
+// setFilter records the snapshot a load of oid took.
+func (l *loader) setFilter(oid uint32, snap pgSnapshot) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.filters[oid] = snap
+}
+
+// reflected reports whether the streamed transaction xid, committed at
+// commit, is in the load of oid: committed before the load's snapshot was
+// taken and seen by it. Its changes are then skipped (its rows are loaded;
+// replaying its TRUNCATE would remove rows the load holds).
+func (l *loader) reflected(oid uint32, commit wal.LSN, xid uint32) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.filters) == 0 {
+		return false
+	}
+	snap, ok := l.filters[oid]
+	return ok && commit < snap.seenBy && snap.sees(xid)
+}
+
+// prune forgets the snapshots whose transactions are all written.
+func (l *loader) prune(writtenBefore wal.LSN) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for oid, snap := range l.filters {
+		if snap.seenBy <= writtenBefore {
+			delete(l.filters, oid)
+		}
+	}
 }
 
 // close stops every load (they resume from the ledger at the next start).
@@ -344,6 +403,10 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
 		}
 	}
+	l.mu.Lock()
+	delete(l.filters, e.Oid) // a new attempt takes a new snapshot
+	l.mu.Unlock()
+	e.Snapshot, e.SeenBy = "", 0
 	e.Attempt++
 	e.Phase = load.PhaseLoading
 	e.Rows, e.Bytes = 0, 0

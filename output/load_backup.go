@@ -19,6 +19,7 @@ import (
 	"github.com/walshadow/walshadow/internal/load/pagewalk"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/processor"
 )
 
 // startBackupPass loads tables from one BASE_BACKUP of the source: the
@@ -64,6 +65,11 @@ func (l *loader) startBackupPass(entries []load.Entry) {
 				return
 			}
 			oids = l.withoutDropped(remaining)
+			if errors.Is(err, errReload) {
+				l.log.Infof("initial load from a base backup: %v: loading again", err)
+				err = nil
+				time.Sleep(time.Second)
+			}
 			if err != nil {
 				l.m.failures.Incr(1, "base_backup")
 				l.log.Errorf("initial load from a base backup (%d table(s)) failed, retrying in %s: %v", len(oids), backoff, err)
@@ -126,6 +132,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	byRfn := map[uint32]pagewalk.Target{}
 	tables := map[uint32]*backupTable{}
 	var order []*backupTable
+	var stale []uint32 // to load in a later pass
 	for _, oid := range oids {
 		e, ok := l.ledger.Get(oid)
 		if !ok || e.Phase == load.PhaseDone {
@@ -136,15 +143,23 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 			continue
 		}
 		t := &backupTable{e: e, a: a.Clone(), gen: l.generation(oid)}
-		at := dlog.DescriptorByOidInDBAt(db, oid, a.ValidFrom)
+		// The relation's newest shape and files as captured: its columns
+		// must be the agreed ones, its files the source's (checkStorage).
+		latest := max(dlog.LastCapturedAt(), dlog.CoveredThrough())
+		at := dlog.DescriptorByOidInDBAt(db, oid, latest)
 		if at.Result != desclog.Present || at.Desc == nil {
-			return oids, fmt.Errorf("%s.%s: no shape at %s in the descriptor log (%v)", a.Schema, a.Table, a.ValidFrom, at.Result)
+			return oids, fmt.Errorf("%s.%s: no shape at %s in the descriptor log (%v)", a.Schema, a.Table, latest, at.Result)
+		}
+		if !sameColumns(at.Desc.Columns, a.Shape) {
+			l.log.Infof("initial load of %s: its newest captured shape is not agreed yet: loading it in the next pass", describeLoad(e))
+			stale = append(stale, oid)
+			continue
 		}
 		t.desc = at.Desc
 		if at.Desc.ToastOid != 0 {
-			tl := dlog.DescriptorByOidInDBAt(db, at.Desc.ToastOid, a.ValidFrom)
+			tl := dlog.DescriptorByOidInDBAt(db, at.Desc.ToastOid, latest)
 			if tl.Result != desclog.Present || tl.Desc == nil {
-				return oids, fmt.Errorf("%s.%s: its TOAST relation %d has no shape at %s in the descriptor log (%v)", a.Schema, a.Table, at.Desc.ToastOid, a.ValidFrom, tl.Result)
+				return oids, fmt.Errorf("%s.%s: its TOAST relation %d has no shape at %s in the descriptor log (%v)", a.Schema, a.Table, at.Desc.ToastOid, latest, tl.Result)
 			}
 			t.toast = tl.Desc
 		}
@@ -158,7 +173,10 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		byRfn[t.desc.Rfn.RelNum] = pagewalk.Target{Desc: t.desc, DescFrom: a.ValidFrom, Toast: t.toast}
 	}
 	if len(order) == 0 {
-		return nil, nil
+		if len(stale) > 0 {
+			time.Sleep(time.Second) // the shape is on its way from the stream
+		}
+		return stale, nil
 	}
 	coord, err := l.connectSource(ctx)
 	if err != nil {
@@ -173,16 +191,34 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	if err := coord.QueryRow(ctx, "SHOW data_checksums").Scan(&checksums); err != nil {
 		return oids, fmt.Errorf("reading data_checksums: %w", err)
 	}
+	// Every transaction this snapshot sees committed before the backup
+	// starts: the pages hold its changes, the stream skips them.
+	var snapText, seenText string
+	if err := coord.QueryRow(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text").Scan(&snapText, &seenText); err != nil {
+		return oids, fmt.Errorf("reading the source's snapshot: %w", err)
+	}
+	snap, err := parsePGSnapshot(snapText)
+	if err != nil {
+		return oids, err
+	}
+	if snap.seenBy, err = wal.ParseLSN(seenText); err != nil {
+		return oids, err
+	}
 	if err := l.checkStorage(ctx, coord, order); err != nil {
+		var se *staleStorageError
+		if errors.As(err, &se) {
+			err = fmt.Errorf("%w (before the backup: the change is still to be streamed)", errReload)
+		}
 		return oids, err
 	}
 	var estRows int64
 	names := make([]string, 0, len(order))
 	for _, t := range order {
-		t.e.Coverage = s
+		t.e.Coverage, t.e.Snapshot, t.e.SeenBy = s, snapText, snap.seenBy
 		if err := l.ledger.Put(t.e); err != nil {
 			return oids, err
 		}
+		l.setFilter(t.e.Oid, snap)
 		estRows += t.tuples
 		names = append(names, describeLoad(t.e))
 	}
@@ -251,24 +287,24 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	}
 	// The shapes and files read must still be the relations' now: a change
 	// during the backup reloads that table.
-	stale := map[uint32]bool{}
+	staleAfter := map[uint32]bool{}
 	if err := l.checkStorage(ctx, coord, order); err != nil {
 		var se *staleStorageError
 		if !errors.As(err, &se) {
 			return oids, err
 		}
 		for _, oid := range se.oids {
-			stale[oid] = true
+			staleAfter[oid] = true
 		}
 	}
-	var remaining []uint32
+	remaining := stale
 	for _, t := range order {
-		if stale[t.e.Oid] {
+		if staleAfter[t.e.Oid] {
 			remaining = append(remaining, t.e.Oid)
 			continue
 		}
 		t.e.Rows, t.e.Bytes = t.rows.Load(), t.bytes.Load()
-		err := l.publish(ctx, &t.e, t.a, t.gen, nil)
+		err := l.publish(ctx, &t.e, t.a, t.gen, snap)
 		if errors.Is(err, errReload) {
 			remaining = append(remaining, t.e.Oid)
 			continue
@@ -291,6 +327,31 @@ func (l *loader) unpublished(order []*backupTable, from *backupTable) []uint32 {
 		}
 	}
 	return out
+}
+
+// sameColumns reports whether a descriptor's live columns are the agreed
+// shape's (number, name, type).
+func sameColumns(cols []desclog.Column, agreed []desclog.Column) bool {
+	var live, want []desclog.Column
+	for _, c := range cols {
+		if !c.Dropped {
+			live = append(live, c)
+		}
+	}
+	for _, c := range agreed {
+		if !c.Dropped {
+			want = append(want, c)
+		}
+	}
+	if len(live) != len(want) {
+		return false
+	}
+	for i := range live {
+		if live[i].Num != want[i].Num || live[i].Name != want[i].Name || live[i].TypeOid != want[i].TypeOid {
+			return false
+		}
+	}
+	return true
 }
 
 // staleStorageError names tables whose files or columns moved.
@@ -341,8 +402,8 @@ func (l *loader) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*bac
 
 // insertWalked renders and converts walked rows into the staging table.
 func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode.RowChange, s wal.LSN) (n, bytes int64, err error) {
-	if err := l.renderPending(ctx, rows); err != nil {
-		return 0, 0, err
+	if _, err := processor.RenderPending(ctx, l.o.sess.Bridge(), rows); err != nil {
+		return 0, 0, fmt.Errorf("initial load of %s: %w", describeLoad(t.e), err)
 	}
 	ts := t.ts
 	for i := range rows {
@@ -381,41 +442,4 @@ func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode
 		bytes += int64(size)
 	}
 	return n, bytes, nil
-}
-
-// renderPending asks the shadow's bridge for the text of the values
-// walshadow does not decode itself.
-func (l *loader) renderPending(ctx context.Context, rows []decode.RowChange) error {
-	var items []shadow.DecodeItem
-	type ref struct{ row, field int }
-	var refs []ref
-	for i := range rows {
-		for j := range rows[i].Fields {
-			f := &rows[i].Fields[j]
-			if f.Pending && !f.Null && !f.Omitted {
-				items = append(items, shadow.DecodeItem{TypeOid: f.Col.TypeOid, Data: f.Raw})
-				refs = append(refs, ref{i, j})
-			}
-		}
-	}
-	if len(items) == 0 {
-		return nil
-	}
-	b := l.o.sess.Bridge()
-	if b == nil {
-		return fmt.Errorf("column %s (type %s) is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource, or load this table with copy",
-			rows[refs[0].row].Fields[refs[0].field].Col.Name, rows[refs[0].row].Fields[refs[0].field].Col.TypeName)
-	}
-	texts, err := b.Decode(ctx, items)
-	if err != nil {
-		return fmt.Errorf("rendering %d loaded values through the shadow's bridge: %w", len(items), err)
-	}
-	for k, r := range refs {
-		f := &rows[r.row].Fields[r.field]
-		if texts[k].Err != "" {
-			return fmt.Errorf("column %s (type %s): the type's output function failed: %s", f.Col.Name, f.Col.TypeName, texts[k].Err)
-		}
-		f.Value, f.Pending = texts[k].Text, false
-	}
-	return nil
 }

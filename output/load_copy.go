@@ -140,6 +140,27 @@ func parsePGSnapshot(s string) (pgSnapshot, error) {
 	return snap, nil
 }
 
+// sees reports whether the snapshot sees transaction xid (a 32-bit xid as
+// WAL carries it) as committed, assuming it committed: it began before the
+// snapshot and was not running when it was taken. Xids compare modulo
+// 2^32, as PostgreSQL's do.
+func (s pgSnapshot) sees(xid uint32) bool {
+	xmin32 := uint32(s.xmin)
+	d := xid - xmin32
+	if int32(d) < 0 {
+		return true // before xmin: ended before the snapshot
+	}
+	if d >= uint32(s.xmax)-xmin32 {
+		return false // began after it
+	}
+	for _, x := range s.xip {
+		if uint32(x) == xid {
+			return false
+		}
+	}
+	return true
+}
+
 // invisibleSQL is a ClickHouse condition on _xid (a 32-bit xid, as WAL
 // carries it) true for transactions the snapshot does not see: in
 // progress when it was taken, or begun after. Xids compare modulo 2^32,
@@ -288,10 +309,11 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 	if err != nil {
 		return err
 	}
-	e.Coverage = s
+	e.Coverage, e.Snapshot, e.SeenBy = s, snapText, snap.seenBy
 	if err := l.ledger.Put(e); err != nil {
 		return err
 	}
+	l.setFilter(oid, snap)
 	ranges := load.SplitBlocks(rel.pages, l.ls.splitBytes)
 	l.log.Infof("initial load of %s: copying about %d rows (%d MB) in %d range(s), snapshot %s, rows tagged _lsn %s", name, rel.tuples, rel.bytes>>20, len(ranges), snapText, s)
 	ts := newTableState(l.o.conn.Dialect(), a)
@@ -323,7 +345,7 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 		return fmt.Errorf("ending the load's snapshot: %w", err)
 	}
 	e.Rows, e.Bytes = rows.Load(), bytes.Load()
-	return l.publish(ctx, &e, a, gen, &snap)
+	return l.publish(ctx, &e, a, gen, snap)
 }
 
 // copyRanges runs fn for every range, up to workers streams at once

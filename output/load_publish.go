@@ -8,27 +8,16 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
-	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // publish makes a loaded staging table the relation's table, between two
 // batches (the output's lock): the changes streamed into the delta table
-// since the load's coverage are copied into it, it takes the configured
-// name in one RENAME (or one EXCHANGE on an Atomic database when a table
-// already holds the name), the agreement moves to that name and the delta
-// table goes. snap is the load's snapshot (copy mode): a change-log table
-// keeps only the streamed changes of transactions it did not see; a table
-// with a key keeps every change newer than S (versions decide).
-func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.Agreed, gen uint64, snap *pgSnapshot) error {
+// by transactions the load's snapshot did not see are copied into it, it
+// takes the configured name in one RENAME (or one EXCHANGE on an Atomic
+// database when a table already holds the name), the agreement moves to
+// that name and the delta table goes.
+func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
 	o := l.o
-	if len(loaded.OrderBy) == 0 && snap != nil {
-		// A change log keeps a streamed change only if the snapshot did
-		// not see its transaction: every transaction it saw must be in the
-		// delta table before the copy-back, or it would be written twice.
-		if err := l.waitDelivered(ctx, *e, snap.seenBy-1); err != nil {
-			return err
-		}
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.conn == nil {
@@ -44,15 +33,10 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 	ts := newTableState(o.conn.Dialect(), a)
 	delta := a.Target
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	var filter string
-	switch {
-	case len(a.OrderBy) > 0:
-		filter = fmt.Sprintf("_lsn > %d", uint64(e.Coverage))
-	case snap != nil:
-		filter = snap.invisibleSQL()
-	default:
-		return fmt.Errorf("%s.%s has no key and its load no snapshot: it cannot tell the streamed changes the load holds", e.Schema, e.Table)
-	}
+	// The streamed changes the load does not hold: those of transactions
+	// its snapshot did not see (the rest are in the load, and the stream
+	// skips them from now on: see reflected).
+	filter := snap.invisibleSQL()
 	cols := make([]string, len(ts.cols))
 	for i, c := range ts.cols {
 		cols[i] = clickhouse.QuoteIdent(c.Name)
@@ -217,22 +201,4 @@ func (l *loader) atomicDatabase(ctx context.Context, database string) (bool, err
 		return false, fmt.Errorf("reading the engine of database %s: %w", clickhouse.QuoteIdent(database), err)
 	}
 	return engine == "Atomic", nil
-}
-
-// waitDelivered waits until the session has delivered every transaction
-// committed at or before lsn.
-func (l *loader) waitDelivered(ctx context.Context, e load.Entry, lsn wal.LSN) error {
-	logged := time.Now()
-	for l.o.sess.DeliveredThrough() < lsn {
-		if time.Since(logged) > 30*time.Second {
-			logged = time.Now()
-			l.log.Infof("initial load of %s: loaded, waiting for the stream to deliver through %s (at %s) before publishing", describeLoad(e), lsn, l.o.sess.DeliveredThrough())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
 }

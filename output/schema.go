@@ -250,6 +250,11 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if !shape.inScope {
 		return nil
 	}
+	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
+		// Before the table's load: it holds what the TRUNCATE left.
+		o.log.Infof("TRUNCATE of %s.%s at %s is in its initial load: not applied again", shape.desc.Namespace, shape.desc.Name, c.lsn)
+		return nil
+	}
 	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
@@ -257,6 +262,7 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed)); err != nil {
 		return err
 	}
+	// A load in progress holds rows the TRUNCATE removed: it starts over.
 	o.loads.invalidate(c.oid)
 	return nil
 }

@@ -220,6 +220,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 			return fmt.Errorf("recording the output's progress: %w", err)
 		}
 		o.writtenBefore = lastCommit
+		o.loads.prune(o.writtenBefore)
 	}
 	if !last.IsZero() {
 		o.m.lag.Set(time.Since(last).Milliseconds())
@@ -289,6 +290,9 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	}
 	if !shape.inScope {
 		return nil
+	}
+	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
+		return nil // in the table's initial load
 	}
 	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {

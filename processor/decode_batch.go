@@ -241,22 +241,33 @@ func identityName(c byte) string {
 }
 
 // renderPending asks the shadow's bridge for the text of every value
-// walshadow does not decode itself: one round trip per chunk of values, not
-// per value.
+// walshadow does not decode itself.
 func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowChange) error {
+	n, err := RenderPending(ctx, p.sess.Bridge(), rows)
+	p.m.bridgeValues.Incr(int64(n))
+	return err
+}
+
+// RenderPending renders, through the shadow's bridge, every value of rows
+// walshadow does not decode itself (Field.Pending): one round trip per
+// chunk of values, not per value. It returns how many it rendered.
+func RenderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.RowChange) (int, error) {
 	const maxItems, maxBytes = 4096, 16 << 20
 	type ref struct{ row, field int }
 	var items []shadow.DecodeItem
 	var refs []ref
-	size := 0
+	size, rendered := 0, 0
 	flush := func() error {
 		if len(items) == 0 {
 			return nil
 		}
-		texts, err := p.bridgeDecode(ctx, items)
+		r0 := refs[0]
+		if bridge == nil {
+			return fmt.Errorf("%s: %w", describeField(&rows[r0.row], r0.field), errNoBridge)
+		}
+		texts, err := bridge.Decode(ctx, items)
 		if err != nil {
-			r := refs[0]
-			return fmt.Errorf("rendering %d values through the shadow's bridge (first: %s): %w", len(items), describeField(&rows[r.row], r.field), err)
+			return fmt.Errorf("rendering %d values through the shadow's bridge (first: %s): %w", len(items), describeField(&rows[r0.row], r0.field), err)
 		}
 		for i, r := range refs {
 			if texts[i].Err != "" {
@@ -265,7 +276,7 @@ func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowCh
 			f := &rows[r.row].Fields[r.field]
 			f.Value, f.Pending = texts[i].Text, false
 		}
-		p.m.bridgeValues.Incr(int64(len(items)))
+		rendered += len(items)
 		items, refs, size = items[:0], refs[:0], 0
 		return nil
 	}
@@ -280,12 +291,12 @@ func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowCh
 			size += len(f.Raw)
 			if len(items) >= maxItems || size >= maxBytes {
 				if err := flush(); err != nil {
-					return err
+					return rendered, err
 				}
 			}
 		}
 	}
-	return flush()
+	return rendered, flush()
 }
 
 func describeField(r *decode.RowChange, i int) string {

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -329,15 +327,6 @@ func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string
 		retyped = append(retyped, map[string]any{"attnum": int64(r.Num), "column": r.New.Name, "from": r.Old.TypeName, "to": r.New.TypeName})
 	}
 	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped, "key_changed": d.Key}
-}
-
-// bridgeDecode renders items through the session's bridge.
-func (p *decodeProcessor) bridgeDecode(ctx context.Context, items []shadow.DecodeItem) ([]shadow.DecodeResult, error) {
-	b := p.sess.Bridge()
-	if b == nil {
-		return nil, errNoBridge
-	}
-	return b.Decode(ctx, items)
 }
 
 var errNoBridge = errors.New("this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)")

@@ -25,9 +25,11 @@
 //	      "coverage_lsn": "0/5A3F1C8",           S: loaded rows carry _lsn = S
 //	      "database": "shop",                    ClickHouse target database
 //	      "target": "orders",
-//	      "staging": "orders__load",             same database
-//	      "old": "orders__old",                  optional: the previous target during a rename-sequence publish
+//	      "staging": "orders__wsload_16384",     same database
+//	      "old": "orders__wsreplaced_16384",     optional: where a table found under the target's name goes
 //	      "staging_uuid": "5e0c…",               optional: Atomic databases, the staging uuid before EXCHANGE
+//	      "snapshot": "1991:1995:1993",          optional: the copy's snapshot (xmin:xmax:xip)
+//	      "seen_by_lsn": "0/5A40000",            optional: every transaction the load holds committed before it
 //	      "attempt": 1,
 //	      "rows": 1234567,
 //	      "bytes": 230000000,

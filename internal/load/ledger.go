@@ -62,6 +62,12 @@ type Entry struct {
 	Staging       string  // staging table name (same database)
 	Old           string  // where the previous target goes during a rename-sequence publish
 	StagingUUID   string  // Atomic databases: the staging table's uuid before EXCHANGE
+	// Snapshot is the copy's snapshot as pg_current_snapshot() shows it
+	// ("xmin:xmax:xip,..."); empty for a base backup. SeenBy: every
+	// transaction the load reflects committed before it. Together they
+	// tell which streamed transactions the load already holds.
+	Snapshot string
+	SeenBy   wal.LSN
 	Attempt       int
 	Rows, Bytes   int64
 	// Times are kept in UTC without a monotonic reading, as the file holds
@@ -247,6 +253,8 @@ type entryJSON struct {
 	Staging     string `json:"staging"`
 	Old         string `json:"old,omitempty"`
 	StagingUUID string `json:"staging_uuid,omitempty"`
+	Snapshot    string `json:"snapshot,omitempty"`
+	SeenBy      string `json:"seen_by_lsn,omitempty"`
 	Attempt     int    `json:"attempt"`
 	Rows        int64  `json:"rows"`
 	Bytes       int64  `json:"bytes"`
@@ -261,6 +269,13 @@ func (j ledgerJSON) checksum() uint32 {
 	j.CRC = 0
 	b, _ := json.Marshal(j)
 	return crc32.Checksum(b, castagnoli)
+}
+
+func seenBy(l wal.LSN) string {
+	if l == 0 {
+		return ""
+	}
+	return l.String()
 }
 
 func encodeTime(t time.Time) string {
@@ -287,7 +302,7 @@ func encodeLedger(entries map[uint32]Entry) []byte {
 		j.Entries = append(j.Entries, entryJSON{
 			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
 			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
-			Old: e.Old, StagingUUID: e.StagingUUID, Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
+			Old: e.Old, StagingUUID: e.StagingUUID, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
 			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
 		})
 	}
@@ -335,7 +350,12 @@ func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error
 		e := Entry{
 			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
 			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
-			StagingUUID: je.StagingUUID, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
+			StagingUUID: je.StagingUUID, Snapshot: je.Snapshot, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
+		}
+		if je.SeenBy != "" {
+			if e.SeenBy, err = wal.ParseLSN(je.SeenBy); err != nil {
+				return nil, false, fmt.Errorf("entry %d (oid %d): seen_by_lsn %q: %w", i, je.Oid, je.SeenBy, err)
+			}
 		}
 		if e.Coverage, err = wal.ParseLSN(je.Coverage); err != nil {
 			return nil, false, fmt.Errorf("entry %d (oid %d): coverage_lsn %q: %w", i, je.Oid, je.Coverage, err)

@@ -830,20 +830,14 @@ func (s *Session) Delivered() wal.LSN {
 	return s.delivered
 }
 
-// DeliveredThrough is the position every transaction committed at or
-// before it has been acknowledged downstream: Delivered, or, with nothing
-// pending and the reorderer idle, everything consumed so far.
-func (s *Session) DeliveredThrough() wal.LSN {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deliveredThroughLocked()
-}
-
 // drainedLocked: nothing pending downstream and the reorderer idle.
 func (s *Session) drainedLocked() bool {
 	return len(s.pending) == 0 && s.reorderIdle && s.reorderConsumed > 0
 }
 
+// deliveredThroughLocked is the position every transaction committed at or
+// before it has been acknowledged downstream: delivered, or, with nothing
+// pending and the reorderer idle, everything consumed so far.
 func (s *Session) deliveredThroughLocked() wal.LSN {
 	if s.drainedLocked() {
 		// consumed is exclusive (the next record starts there, maybe a

@@ -1,0 +1,118 @@
+package output
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+func TestParsePGSnapshot(t *testing.T) {
+	s, err := parsePGSnapshot("1991:1997:1993,1995")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.xmin != 1991 || s.xmax != 1997 || len(s.xip) != 2 || s.xip[0] != 1993 || s.xip[1] != 1995 {
+		t.Errorf("parsed %+v", s)
+	}
+	if s, err := parsePGSnapshot("5:5:"); err != nil || s.xmin != 5 || s.xmax != 5 || len(s.xip) != 0 {
+		t.Errorf("5:5: parsed %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "1:2", "x:2:", "1:y:", "1:2:z", "1:2:3,"} {
+		if _, err := parsePGSnapshot(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestPGSnapshotSees(t *testing.T) {
+	s := pgSnapshot{xmin: 100, xmax: 110, xip: []uint64{103, 107}}
+	for xid, want := range map[uint32]bool{
+		50: true, 99: true, 100: true, 102: true, 103: false, 107: false, 109: true,
+		110: false, 111: false, 1 << 30: false,
+		// 2^31 before xmin, modulo 2^32: long ended.
+		100 + 1<<31 + 1: true,
+	} {
+		if got := s.sees(xid); got != want {
+			t.Errorf("sees(%d) = %v, want %v", xid, got, want)
+		}
+	}
+	// Across the 32-bit wraparound (64-bit xids of epoch 1).
+	w := pgSnapshot{xmin: 1<<32 + 1<<32 - 5, xmax: 2<<32 + 3, xip: []uint64{2<<32 + 1}}
+	for xid, want := range map[uint32]bool{
+		1<<32 - 10: true, 1<<32 - 5: true, 1<<32 - 1: true, 0: true, 1: false, 2: true, 3: false, 4: false,
+	} {
+		if got := w.sees(xid); got != want {
+			t.Errorf("wrapped: sees(%d) = %v, want %v", xid, got, want)
+		}
+	}
+}
+
+// TestInvisibleSQLMatchesSees: the copy-back's ClickHouse condition keeps
+// exactly the xids sees rejects, on the real server (18.16's integer
+// arithmetic included).
+func TestInvisibleSQLMatchesSees(t *testing.T) {
+	ch := testrig.StartClickHouse(t)
+	rng := rand.New(rand.NewSource(7))
+	for _, s := range []pgSnapshot{
+		{xmin: 100, xmax: 110, xip: []uint64{103, 107}},
+		{xmin: 5000, xmax: 5000},
+		{xmin: 1<<32 + 1<<32 - 5, xmax: 2<<32 + 3, xip: []uint64{2<<32 + 1, 1<<32 + 1<<32 - 2}},
+	} {
+		xids := []uint32{0, 1, 2, 3, 4, 99, 100, 101, 103, 107, 109, 110, 4999, 5000, 5001, 1<<32 - 1, 1<<32 - 5, 1<<32 - 2, 1 << 31}
+		for range 200 {
+			xids = append(xids, uint32(s.xmin)+uint32(rng.Intn(40))-20, rng.Uint32())
+		}
+		var values []string
+		for _, x := range xids {
+			values = append(values, fmt.Sprint(x))
+		}
+		sql := fmt.Sprintf("SELECT _xid FROM (SELECT arrayJoin([%s]) AS _xid) WHERE %s ORDER BY _xid FORMAT TSV",
+			strings.Join(values, ", "), s.invisibleSQL())
+		// The array's element type is the smallest that holds every value;
+		// the column is UInt32 on the tables.
+		sql = strings.Replace(sql, "arrayJoin([", "arrayJoin(arrayMap(x -> toUInt32(x), [", 1)
+		sql = strings.Replace(sql, "]) AS _xid", "])) AS _xid", 1)
+		out, err := ch.Query(context.Background(), sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		got := map[uint32]bool{}
+		for _, line := range strings.Fields(out) {
+			var x uint32
+			fmt.Sscan(line, &x)
+			got[x] = true
+		}
+		for _, x := range xids {
+			if got[x] == s.sees(x) {
+				t.Errorf("snapshot %+v: xid %d: copied back %v, but sees = %v", s, x, got[x], s.sees(x))
+			}
+		}
+	}
+}
+
+func TestLoadModeFor(t *testing.T) {
+	ls := loadSettings{mode: load.ModeCopy, patterns: []modePattern{
+		{"archive.*", load.ModeNone}, {"public.big", load.ModeBaseBackup}, {"public.b*", load.ModeNone}, {"*.*", load.ModeCopy},
+	}}
+	sortPatterns(ls.patterns)
+	for _, c := range []struct {
+		perTable      load.Mode
+		schema, table string
+		want          load.Mode
+	}{
+		{"", "archive", "x", load.ModeNone},
+		{"", "public", "big", load.ModeBaseBackup},     // the exact name over public.b*
+		{"", "public", "bag", load.ModeNone},           // public.b* over *.*
+		{"", "other", "t", load.ModeCopy},              // *.*
+		{load.ModeCopy, "archive", "x", load.ModeCopy}, // tables.<name>.initial_load wins
+	} {
+		if got := ls.modeFor(c.perTable, c.schema, c.table); got != c.want {
+			t.Errorf("%s.%s (table setting %q): %s, want %s", c.schema, c.table, c.perTable, got, c.want)
+		}
+	}
+}
