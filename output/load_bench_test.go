@@ -1,13 +1,16 @@
 package output_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
@@ -31,7 +34,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 			var rows int64
 			var took time.Duration
 			var cpu float64
-			var loadTook time.Duration
+			var loadTook, refTook time.Duration
 			var loadBytes int64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -40,6 +43,9 @@ func BenchmarkInitialLoad(b *testing.B) {
 				r.src.Exec(b, "VACUUM ANALYZE")
 				size := r.src.QueryInt(b, "SELECT sum(pg_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'")
 				b.SetBytes(size)
+				// The reference: the same rows read raw from the source (COPY
+				// to nowhere, or the BASE_BACKUP stream to nowhere).
+				refTook = rawRead(b, r, mode)
 				cpu0 := r.src.CPUSeconds(b)
 				logs := &logLines{}
 				b.StartTimer()
@@ -70,6 +76,36 @@ func BenchmarkInitialLoad(b *testing.B) {
 			b.ReportMetric(float64(rows)/loadTook.Seconds(), "load-rows/s")
 			b.ReportMetric(float64(loadBytes)/(1<<20)/loadTook.Seconds(), "load-MB/s")
 			b.ReportMetric(cpu, "source-cpu-s")
+			b.ReportMetric(loadTook.Seconds()/refTook.Seconds(), "x-raw-read-time")
 		})
 	}
+}
+
+// rawRead times reading the pgbench tables from the source without
+// walshadow's work: COPY ... TO STDOUT (FORMAT binary) of each into
+// io.Discard (copy), or the whole BASE_BACKUP stream into io.Discard
+// (base_backup).
+func rawRead(b *testing.B, r *rig, mode load.Mode) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	switch mode {
+	case load.ModeCopy:
+		conn := r.src.Connect(b)
+		for _, t := range []string{"pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history"} {
+			if _, err := conn.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT * FROM public."+t+") TO STDOUT (FORMAT binary)"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	default:
+		_, _, err := shadow.ReadBaseBackup(ctx, r.src.DSN(), shadow.BaseBackupOptions{Fast: true}, nil,
+			func(_ shadow.BackupTablespace, rd io.Reader) error {
+				_, err := io.Copy(io.Discard, rd)
+				return err
+			})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }
