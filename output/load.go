@@ -201,6 +201,23 @@ func (l *loader) resume(ctx context.Context) error {
 			}
 			continue
 		}
+		if !l.o.scope.in(a.Schema, a.Table) {
+			// Taken out of scope before its load finished: forgotten, so
+			// that it is loaded afresh if it comes back.
+			l.log.Infof("initial load of %s: the table is no longer in scope: its load and delta table are dropped", describeLoad(e))
+			if delta, _ := l.deltaTarget(e.Oid); a.Target == delta {
+				if err := l.o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
+					return err
+				}
+			}
+			if err := l.o.store.Delete(e.Oid); err != nil {
+				return err
+			}
+			if err := l.discard(ctx, e); err != nil {
+				return err
+			}
+			continue
+		}
 		if e.Mode == load.ModeBaseBackup && len(a.OrderBy) > 0 {
 			backup = append(backup, e)
 			continue
@@ -250,10 +267,14 @@ func (l *loader) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		dropped := run.dropped
 		l.mu.Unlock()
 		var err error
+		gen := l.generation(run.oid)
 		if !dropped {
 			l.m.running.Incr(1)
 			err = attempt(ctx)
 			l.m.running.Decr(1)
+		}
+		if err != nil && l.ctx.Err() == nil && l.generation(run.oid) != gen {
+			err = fmt.Errorf("%w: %w", errReload, err) // cancelled by invalidate
 		}
 		cancel()
 		<-l.tables

@@ -133,3 +133,26 @@ func (r *rig) waitLoadsDone(t testing.TB, run *running, logs *logLines, want int
 	t.Fatalf("loads not done after %s: %+v\n%s", timeout, entries, tail(logs.String(), 6000))
 	return nil
 }
+
+// TestInitialLoadThrottle: max_bytes_per_second bounds how fast a load
+// reads the source (a floor on its duration, never a ceiling).
+func TestInitialLoadThrottle(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE ld_slow (id int PRIMARY KEY, pad text);
+		INSERT INTO ld_slow SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g`) // ~4.2 MB of COPY
+	logs := &logLines{}
+	run := r.startLogged(t, "initial_load: { mode: copy, max_bytes_per_second: 1048576 }", logs)
+	entries := r.waitLoadsDone(t, run, logs, 1, 3*time.Minute)
+	run.stop(t)
+	for _, e := range entries {
+		took := e.FinishedAt.Sub(e.StartedAt)
+		t.Logf("%s.%s: %d rows, %d bytes in %s", e.Schema, e.Table, e.Rows, e.Bytes, took)
+		if e.Bytes < 4<<20 {
+			t.Fatalf("%s.%s: %d bytes read, want the whole table (> 4 MiB)", e.Schema, e.Table, e.Bytes)
+		}
+		if min := time.Duration(float64(e.Bytes-(1<<20)) / (1 << 20) * float64(time.Second)); took < min {
+			t.Errorf("%s.%s: %d bytes in %s at 1 MiB/s: faster than the throttle allows (%s)", e.Schema, e.Table, e.Bytes, took, min)
+		}
+	}
+	r.compareAll(t)
+}
