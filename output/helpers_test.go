@@ -175,18 +175,9 @@ func (r *rig) compareAll(t *testing.T) {
 			t.Errorf("public.%s (oid %d) has no agreed ClickHouse table", rl.name, rl.oid)
 			continue
 		}
-		tbl := chcompare.Table{Source: fmt.Sprintf("%q.%q", "public", rl.name), Target: a.Target, Key: a.OrderBy,
-			ChangeLog: len(a.OrderBy) == 0}
-		shape := map[int16]int{}
-		for i, c := range a.Shape {
-			shape[c.Num] = i
-		}
-		for _, mc := range a.Columns {
-			i, ok := shape[mc.Attnum]
-			if !ok {
-				t.Fatalf("public.%s: mapped attnum %d not in the agreed shape", rl.name, mc.Attnum)
-			}
-			tbl.Columns = append(tbl.Columns, chcompare.Column{Source: a.Shape[i], Spec: mc.Spec})
+		tbl, err := chcompare.AgreedTable(fmt.Sprintf("%q.%q", "public", rl.name), a)
+		if err != nil {
+			t.Fatal(err)
 		}
 		live := r.src.QueryInt(t, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", rl.oid)
 		if int(live) != len(tbl.Columns) {

@@ -314,17 +314,9 @@ func (d *drill) compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse
 	if a == nil {
 		return fmt.Errorf("%s (oid %d) has no agreed ClickHouse table", qualified, st.oid)
 	}
-	tbl := chcompare.Table{Source: pgx.Identifier{st.schema, st.name}.Sanitize(), Target: a.Target, Key: a.OrderBy, ChangeLog: len(a.OrderBy) == 0}
-	shape := map[int16]int{}
-	for i, c := range a.Shape {
-		shape[c.Num] = i
-	}
-	for _, mc := range a.Columns {
-		i, ok := shape[mc.Attnum]
-		if !ok {
-			return fmt.Errorf("%s: mapped attnum %d is not in the agreed shape", qualified, mc.Attnum)
-		}
-		tbl.Columns = append(tbl.Columns, chcompare.Column{Source: a.Shape[i], Spec: mc.Spec})
+	tbl, err := chcompare.AgreedTable(pgx.Identifier{st.schema, st.name}.Sanitize(), a)
+	if err != nil {
+		return err
 	}
 	var live int
 	if err := pg.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", st.oid).Scan(&live); err != nil {
@@ -333,7 +325,7 @@ func (d *drill) compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse
 	if live != len(tbl.Columns) {
 		return fmt.Errorf("%s: %d source columns, %d replicated", qualified, live, len(tbl.Columns))
 	}
-	_, _, err := chcompare.CompareSummaries(ctx, pg, conn.Native(), tbl)
+	_, _, err = chcompare.CompareSummaries(ctx, pg, conn.Native(), tbl)
 	return err
 }
 
@@ -341,15 +333,7 @@ func (d *drill) compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse
 // temp files, which would break a write the running child is making.
 func (d *drill) copyStore(t *testing.T) *clickhouse.Store {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := os.ReadFile(filepath.Join(d.stateDir, "clickhouse", "baseline.json"))
-	if err != nil {
-		t.Fatalf("reading the output's baseline store: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "baseline.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := clickhouse.OpenStore(dir)
+	store, err := chcompare.CopyStore(filepath.Join(d.stateDir, "clickhouse"), t.TempDir())
 	if err != nil {
 		t.Fatalf("opening a copy of the baseline store: %v", err)
 	}

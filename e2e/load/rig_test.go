@@ -446,17 +446,9 @@ func compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse.Conn, stor
 	if a == nil {
 		return fmt.Errorf("%s (oid %d) has no agreed ClickHouse table", st, st.oid)
 	}
-	tbl := chcompare.Table{Source: pgx.Identifier{st.schema, st.name}.Sanitize(), Target: a.Target, Key: a.OrderBy, ChangeLog: len(a.OrderBy) == 0}
-	shape := map[int16]int{}
-	for i, c := range a.Shape {
-		shape[c.Num] = i
-	}
-	for _, mc := range a.Columns {
-		i, ok := shape[mc.Attnum]
-		if !ok {
-			return fmt.Errorf("%s: mapped attnum %d is not in the agreed shape", st, mc.Attnum)
-		}
-		tbl.Columns = append(tbl.Columns, chcompare.Column{Source: a.Shape[i], Spec: mc.Spec})
+	tbl, err := chcompare.AgreedTable(pgx.Identifier{st.schema, st.name}.Sanitize(), a)
+	if err != nil {
+		return err
 	}
 	var live int
 	if err := pg.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", st.oid).Scan(&live); err != nil {
@@ -465,7 +457,7 @@ func compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse.Conn, stor
 	if live != len(tbl.Columns) {
 		return fmt.Errorf("%s: %d source columns, %d replicated", st, live, len(tbl.Columns))
 	}
-	_, _, err := chcompare.CompareSummaries(ctx, pg, conn.Native(), tbl)
+	_, _, err = chcompare.CompareSummaries(ctx, pg, conn.Native(), tbl)
 	return err
 }
 
@@ -473,15 +465,7 @@ func compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse.Conn, stor
 // temp files, which would break a write the running child is making.
 func (p *pipeline) copyStore(t *testing.T) *clickhouse.Store {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := os.ReadFile(filepath.Join(p.stateDir, "clickhouse", "baseline.json"))
-	if err != nil {
-		t.Fatalf("%s: reading the output's baseline store: %v", p.name, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "baseline.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := clickhouse.OpenStore(dir)
+	store, err := chcompare.CopyStore(filepath.Join(p.stateDir, "clickhouse"), t.TempDir())
 	if err != nil {
 		t.Fatalf("%s: opening a copy of the baseline store: %v", p.name, err)
 	}
