@@ -442,23 +442,7 @@ func (p *pipeline) compare(t *testing.T, tables []sourceTable) (differing int) {
 }
 
 func compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse.Conn, store *clickhouse.Store, st sourceTable) error {
-	a := store.Get(st.oid)
-	if a == nil {
-		return fmt.Errorf("%s (oid %d) has no agreed ClickHouse table", st, st.oid)
-	}
-	tbl, err := chcompare.AgreedTable(pgx.Identifier{st.schema, st.name}.Sanitize(), a)
-	if err != nil {
-		return err
-	}
-	var live int
-	if err := pg.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", st.oid).Scan(&live); err != nil {
-		return fmt.Errorf("%s: counting its columns: %w", st, err)
-	}
-	if live != len(tbl.Columns) {
-		return fmt.Errorf("%s: %d source columns, %d replicated", st, live, len(tbl.Columns))
-	}
-	_, _, err = chcompare.CompareSummaries(ctx, pg, conn.Native(), tbl)
-	return err
+	return chcompare.CompareAgreed(ctx, pg, conn.Native(), store, st.schema, st.name, st.oid)
 }
 
 // copyStore opens a copy of the output's baseline store: OpenStore removes

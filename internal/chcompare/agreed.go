@@ -1,9 +1,13 @@
 package chcompare
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 )
@@ -41,4 +45,28 @@ func CopyStore(outputStateDir, scratch string) (*clickhouse.Store, error) {
 		return nil, err
 	}
 	return clickhouse.OpenStore(scratch)
+}
+
+// CompareAgreed compares the source table schema.name (oid) with its
+// ClickHouse table as the agreement in store maps it: the same live
+// columns, then CompareSummaries (count, exact sums, md5 of canonical rows).
+func CompareAgreed(ctx context.Context, pg *pgx.Conn, ch driver.Conn, store *clickhouse.Store, schema, name string, oid uint32) error {
+	qualified := schema + "." + name
+	a := store.Get(oid)
+	if a == nil {
+		return fmt.Errorf("%s (oid %d) has no agreed ClickHouse table", qualified, oid)
+	}
+	tbl, err := AgreedTable(pgx.Identifier{schema, name}.Sanitize(), a)
+	if err != nil {
+		return err
+	}
+	var live int
+	if err := pg.QueryRow(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", oid).Scan(&live); err != nil {
+		return fmt.Errorf("%s: counting its columns: %w", qualified, err)
+	}
+	if live != len(tbl.Columns) {
+		return fmt.Errorf("%s: %d source columns, %d replicated", qualified, live, len(tbl.Columns))
+	}
+	_, _, err = CompareSummaries(ctx, pg, ch, tbl)
+	return err
 }
