@@ -399,7 +399,10 @@ type chOutput struct {
 	fenced uint64
 	// loads runs the initial loads (nil until connected).
 	loads *loader
-	mgr   *service.Resources
+	// deferred are the current batch's updates waiting for their table's
+	// load (handed to loads once the batch is written).
+	deferred []deferredRow
+	mgr      *service.Resources
 }
 
 // sessionView is what the output needs of the session: the descriptor log

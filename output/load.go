@@ -76,6 +76,9 @@ type loader struct {
 	// filters: per relation, the snapshot of its load once taken: the
 	// streamed changes of transactions it saw are in the load.
 	filters map[uint32]pgSnapshot
+	// deferred: updates held until their table's load is published
+	// (load_deferred.go).
+	deferred map[uint32][]deferredRow
 }
 
 // loadRun is one table's load in progress.
@@ -374,6 +377,7 @@ func (l *loader) generation(oid uint32) uint64 {
 
 // discard drops a load's staging table and forgets it.
 func (l *loader) discard(ctx context.Context, e load.Entry) error {
+	l.takeDeferred(e.Oid)
 	if e.Staging != "" {
 		if err := l.o.conn.Exec(ctx, clickhouse.DropTable(clickhouse.Target{Database: e.Database, Table: e.Staging})); err != nil {
 			return fmt.Errorf("dropping the staging table of %s.%s: %w", e.Schema, e.Table, err)

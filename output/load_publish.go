@@ -47,6 +47,9 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 	if err := o.conn.Exec(ctx, copyBack); err != nil {
 		return fmt.Errorf("copying the changes streamed during the load into %s: %w", clickhouse.QuoteQualified(staging), err)
 	}
+	if err := l.completeDeferred(ctx, describeLoad(*e), ts, staging, snap, l.takeDeferred(e.Oid)); err != nil {
+		return err
+	}
 	e.Phase = load.PhasePublishing
 	if err := l.ledger.Put(*e); err != nil {
 		return err

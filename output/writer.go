@@ -126,7 +126,12 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	if stale {
 		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
 	}
+	o.deferred = o.deferred[:0]
 	err := o.writeBatch(ctx, batch)
+	if err == nil && len(o.deferred) > 0 {
+		o.loads.addDeferred(o.deferred)
+	}
+	o.deferred = nil
 	if err != nil {
 		o.fenced = max(o.fenced, epoch)
 		// Nothing of this batch is acknowledged: drop what is pending and
@@ -352,9 +357,15 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 			}
 		}
 	}
+	var deferred *deferredToast
 	if len(c.omitted) > 0 && !isDelete {
 		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair); err != nil {
-			return err
+			if !errors.As(err, &deferred) {
+				return err
+			}
+			for _, idx := range deferred.want {
+				filled[idx] = true // filled at the load's publish
+			}
 		}
 	}
 	for i, mc := range ts.agreed.Columns {
@@ -386,6 +397,11 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, processor.MetaRecordIndex)
 		}
 		row[ts.seqIdx] = uint32(c.recordIndex)
+	}
+	if deferred != nil {
+		o.deferred = append(o.deferred, deferredRow{oid: c.oid, row: row, key: deferred.key, want: deferred.want,
+			lsn: c.lsn, commit: c.commitLSN, xid: c.xid})
+		return nil
 	}
 	ts.add(row, size+24)
 	if len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes {
@@ -518,9 +534,9 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 	}
 	if len(got) != 1 || got[0] == nil {
 		if o.loads.loading(c.oid) {
-			// The row is in the load, not yet published: the batch fails
-			// and is streamed again, by then from a published table.
-			return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and the row is in the table's initial load, not yet published: retried once it is", ts.label, c.lsn, ts.cols[want[0]].Name)
+			// The row's earlier version is in the table's load, not yet
+			// published: the update waits for it (deferredRow).
+			return &deferredToast{key: key, want: want}
 		}
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and ClickHouse holds no earlier row of the key: refusing to write a guessed value", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
