@@ -89,3 +89,20 @@ func TestScopeMirrorsOutput(t *testing.T) {
 		t.Errorf("pattern without a dot: %v", err)
 	}
 }
+
+func TestCheckWALSenders(t *testing.T) {
+	for _, c := range []struct {
+		max, used int
+		sev       Severity
+		part      string
+	}{
+		{0, 0, Error, "max_wal_senders is 0"},
+		{3, 3, Error, "all 3 wal senders"},
+		{3, 2, Warning, "needs one more"},
+		{10, 1, Info, "1 more while a base_backup initial load runs"},
+	} {
+		var fs findings
+		fs.checkWALSenders(sourceSettings{maxWALSenders: c.max, walSendersUsed: c.used})
+		want(t, fs.r, "max_wal_senders", c.sev, c.part)
+	}
+}

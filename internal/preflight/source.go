@@ -193,8 +193,11 @@ func (fs *findings) checkWALSenders(s sourceSettings) {
 	case free <= 0:
 		fs.fail("max_wal_senders", fmt.Sprintf("all %d wal senders (max_wal_senders) are in use", s.maxWALSenders),
 			"raise max_wal_senders and restart the source, or stop an unused replication client")
+	case free == 1:
+		fs.warn("max_wal_senders", fmt.Sprintf("max_wal_senders = %d, %d in use: walshadow's stream takes the last one, and an initial load in base_backup mode needs one more while it runs", s.maxWALSenders, s.walSendersUsed),
+			"raise max_wal_senders by 1 before a base_backup initial load (copy loads need none)")
 	default:
-		fs.info("max_wal_senders", fmt.Sprintf("max_wal_senders = %d, %d in use; walshadow needs 1", s.maxWALSenders, s.walSendersUsed))
+		fs.info("max_wal_senders", fmt.Sprintf("max_wal_senders = %d, %d in use; walshadow needs 1, and 1 more while a base_backup initial load runs", s.maxWALSenders, s.walSendersUsed))
 	}
 }
 
