@@ -76,12 +76,40 @@ func NewClog() *Clog { return &Clog{newSLRU("pg_xact")} }
 // AddSegment records pg_xact/<name>.
 func (c *Clog) AddSegment(name string, data []byte) error { return c.s.add(name, data) }
 
-// Status returns xid's status. An xid whose page the backup does not hold
-// (truncated away or never written) is an error, never a guess.
+// Status returns xid's status. pg_xact is copied at one moment of the
+// backup, heap pages at others: a page newer than every page the copy holds
+// belongs to transactions that had not begun when it was copied, so they
+// are in progress as far as the backup knows (they committed after, if at
+// all: the stream carries them). A page missing below the newest one
+// (truncated away, or a hole) is an error, never a guess.
 func (c *Clog) Status(xid uint32) (XidStatus, error) {
 	b, ok := c.s.bytesAt(uint64(xid)/clogXactsPerByte, 1)
 	if !ok {
+		if c.s.beyondNewest(uint64(xid) / clogXactsPerByte / BlockSize) {
+			return XidInProgress, nil
+		}
 		return 0, fmt.Errorf("transaction %d: its pg_xact page (segment %04X) is not in the backup", xid, xid/clogXactsPerSegment)
 	}
 	return XidStatus(b[0]>>((xid%clogXactsPerByte)*2)) & 3, nil
+}
+
+// clogPages is the number of pg_xact pages of the 32-bit xid space.
+const clogPages = (1 << 32) / (BlockSize * clogXactsPerByte)
+
+// beyondNewest reports whether page (of the 32-bit xid space, which wraps)
+// lies after every page the copy holds: no held page is ahead of it by
+// less than half the space.
+func (s *slru) beyondNewest(page uint64) bool {
+	if len(s.segs) == 0 {
+		return false
+	}
+	for seg, data := range s.segs {
+		first := uint64(seg) * slruPagesPerSegment
+		for i := range uint64(len(data) / BlockSize) {
+			if ahead := (first + i - page + clogPages) % clogPages; ahead > 0 && ahead < clogPages/2 {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package pagewalk
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -89,7 +90,10 @@ func (m *Multixacts) Members(multi uint32) ([]MultiMember, error) {
 		return nil, fmt.Errorf("unboundable multixact 0 (InvalidMultiXactId)")
 	}
 	start, ok := m.offset(multi)
-	if !ok || start == 0 {
+	if !ok && m.offsets.beyondNewest(uint64(multi)*4/BlockSize) || ok && start == 0 {
+		return nil, errMultiAfterCopy
+	}
+	if !ok {
 		return nil, fmt.Errorf("unboundable multixact %d: its pg_multixact/offsets entry is not in the backup", multi)
 	}
 	next := multi + 1
@@ -113,6 +117,9 @@ func (m *Multixacts) Members(multi uint32) ([]MultiMember, error) {
 			if !bounded && i > 0 {
 				break // the newest multixact ends where the members written end
 			}
+			if i == 0 && m.members.beyondNewest(uint64(off/membersPerPage)) {
+				return nil, errMultiAfterCopy
+			}
 			return nil, fmt.Errorf("unboundable multixact %d: member %d (offset %d) is not in the backup's pg_multixact/members", multi, i, off)
 		}
 		if mem.Xid == 0 {
@@ -129,10 +136,22 @@ func (m *Multixacts) Members(multi uint32) ([]MultiMember, error) {
 	return out, nil
 }
 
+// errMultiAfterCopy: the multixact is newer than the backup's copy of
+// pg_multixact (SLRU files are written at checkpoints and evictions, so
+// the copy holds at least every multixact of before the backup's start
+// checkpoint).
+var errMultiAfterCopy = errors.New("multixact created after pg_multixact was copied")
+
 // Updater returns the member that updated or deleted (at most one per
-// multixact), ok false when every member only locked.
+// multixact), ok false when every member only locked, or when the
+// multixact is newer than the copy: an updater of it began after the
+// backup started, so the backup counts it as not committed (the load's
+// handoff streams its changes).
 func (m *Multixacts) Updater(multi uint32) (xid uint32, ok bool, err error) {
 	members, err := m.Members(multi)
+	if errors.Is(err, errMultiAfterCopy) {
+		return 0, false, nil
+	}
 	if err != nil {
 		return 0, false, err
 	}

@@ -32,11 +32,37 @@ func TestClogStatus(t *testing.T) {
 			t.Errorf("xid %d: %v %v, want %v", tc.xid, got, err, tc.want)
 		}
 	}
-	// page 2 is not in the segment, segment 1 not at all
+	// Page 2 is not in the segment, segment 1 not at all: pages newer than
+	// every page copied belong to transactions begun after the copy.
+	for _, xid := range []uint32{2 * 32768, clogXactsPerSegment + 1} {
+		if got, err := c.Status(xid); err != nil || got != XidInProgress {
+			t.Errorf("xid %d (after the newest page): %v %v, want in progress", xid, got, err)
+		}
+	}
+	// A page below a held one is a hole (or truncated away): an error.
+	if err := c.AddSegment("0002", seg[:BlockSize]); err != nil {
+		t.Fatal(err)
+	}
 	for _, xid := range []uint32{2 * 32768, clogXactsPerSegment + 1} {
 		if _, err := c.Status(xid); err == nil || !strings.Contains(err.Error(), "not in the backup") {
-			t.Errorf("xid %d: %v, want not in the backup", xid, err)
+			t.Errorf("xid %d (a hole): %v, want not in the backup", xid, err)
 		}
+	}
+	// Truncated below: an xid older than every held page.
+	old := NewClog()
+	if err := old.AddSegment("0005", seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Status(7); err == nil {
+		t.Error("xid 7 below the oldest held segment: no error")
+	}
+	// Wraparound: segment 0FFF held, segment 0000 not yet: after it.
+	wrap := NewClog()
+	if err := wrap.AddSegment("0FFF", seg); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wrap.Status(3); err != nil || got != XidInProgress {
+		t.Errorf("xid 3 after segment 0FFF: %v %v, want in progress", got, err)
 	}
 	if err := c.AddSegment("00G0", seg); err == nil {
 		t.Error("non-hex segment name accepted")
@@ -91,10 +117,26 @@ func TestMultixactMembers(t *testing.T) {
 			t.Errorf("multi %d: updater %d %v %v, want %d", tc.multi, u, ok, err, tc.updater)
 		}
 	}
-	for _, multi := range []uint32{0, 4, 70000} {
-		if _, err := m.Members(multi); err == nil || !strings.Contains(err.Error(), "unboundable multixact") {
-			t.Errorf("multi %d: %v, want unboundable", multi, err)
+	if _, err := m.Members(0); err == nil || !strings.Contains(err.Error(), "unboundable multixact") {
+		t.Errorf("multi 0: %v, want unboundable", err)
+	}
+	// Newer than the copy (an unassigned offset, a page after the newest):
+	// no updater as far as the backup knows.
+	for _, multi := range []uint32{4, 70000} {
+		if _, err := m.Members(multi); !errors.Is(err, errMultiAfterCopy) {
+			t.Errorf("multi %d: %v, want created after the copy", multi, err)
 		}
+		if u, ok, err := m.Updater(multi); err != nil || ok {
+			t.Errorf("multi %d: updater %d %v %v, want none", multi, u, ok, err)
+		}
+	}
+	// Below the oldest page held: truncated away, an error.
+	trunc := NewMultixacts()
+	if err := trunc.AddOffsets("0001", offs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trunc.Members(3); err == nil || !strings.Contains(err.Error(), "unboundable multixact") {
+		t.Errorf("multi 3 below the oldest offsets segment: %v, want unboundable", err)
 	}
 }
 
