@@ -248,7 +248,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		rate = int(max(l.ls.maxRate>>10, 32))
 	}
 	walked := false
-	_, _, err = shadow.ReadBaseBackup(ctx, l.o.sess.SourceDSN(), shadow.BaseBackupOptions{Label: "walshadow initial load", Fast: true, MaxRate: rate}, nil,
+	_, _, err = shadow.ReadBaseBackup(ctx, l.o.sess.SourceDSN(), shadow.BaseBackupOptions{Label: "walshadow initial load", Fast: true, MaxRate: rate, ApplicationName: loadApplicationName}, nil,
 		func(spc shadow.BackupTablespace, r io.Reader) error {
 			if spc.OID != 0 {
 				return nil // only the default tablespace's tables are walked

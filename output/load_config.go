@@ -25,6 +25,9 @@ const (
 	loadDeltaMarker      = "__wsdelta_"
 	loadReplacedMarker   = "__wsreplaced_"
 	loadProgressInterval = 5
+	// loadApplicationName names the loads' source connections (COPY and
+	// BASE_BACKUP) in pg_stat_activity.
+	loadApplicationName = "walshadow initial load"
 )
 
 func initialLoadField() *service.ConfigField {

@@ -28,7 +28,7 @@ func (l *loader) connectSource(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the source: %w", err)
 	}
-	set := []string{"SET application_name = 'walshadow initial load'"}
+	set := []string{"SET application_name = '" + loadApplicationName + "'"}
 	for _, s := range copybin.SessionSettings {
 		set = append(set, fmt.Sprintf("SET %s = '%s'", s.Name, strings.ReplaceAll(s.Value, "'", "''")))
 	}

@@ -110,13 +110,13 @@ func TestInitialLoad(t *testing.T) {
 		}
 	}
 	report := reportTable(results)
-	t.Logf("initial load at pgbench scale %d, pgbench -c 2 running (source_cpu_s counts it too):\n%s", scale, report)
+	t.Logf("initial load at pgbench scale %d, pgbench -c 2 running; MB is the loaded tables' size on the source, load_cpu_s the CPU of the load's own source backends, source_cpu_s the whole source's (pgbench and the shadow's bootstrap included):\n%s", scale, report)
 	for _, s := range results {
 		t.Logf("%s: source_cpu_s covers the %.1f s from the pipeline's start (shadow bootstrap included) to the load's end; pgbench alone cost the source %.2f CPU s/s before, about %.2f of them",
 			s.mode, s.cpuWindow.Seconds(), s.benchCPURate, s.benchCPURate*s.cpuWindow.Seconds())
 	}
 	if path := os.Getenv("WALSHADOW_LOAD_REPORT"); path != "" {
-		text := fmt.Sprintf("# walshadow initial load, pgbench scale %d, pgbench -c 2 running\n%s", scale, report)
+		text := fmt.Sprintf("# walshadow initial load, pgbench scale %d, pgbench -c 2 running\n# MB: the loaded tables' pg_table_size; load_cpu_s: the load's own source backends; source_cpu_s: the whole source\n%s", scale, report)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Errorf("writing the report to WALSHADOW_LOAD_REPORT=%s: %v", path, err)
 		}
@@ -138,10 +138,16 @@ func loadMode(t *testing.T, r *rig, mode load.Mode, tables []sourceTable, counts
 	historyBefore := r.historyRows(t)
 	cpuAt := time.Now()
 
+	var tableBytes int64
+	for _, st := range tables {
+		tableBytes += r.src.QueryInt(t, "SELECT pg_table_size($1::oid)", st.oid)
+	}
+	loadCPU := r.src.SampleBackendCPU(t, "walshadow initial load")
 	c := p.start(t)
 	entries := p.waitLoaded(t, c, tables, mode, loadTimeout(scale))
 	s := summarizeLoad(mode, entries, tables)
 	s.sourceCPU, s.cpuWindow = r.src.CPUSeconds(t)-cpuBefore, time.Since(cpuAt)
+	s.loadCPU, s.tableBytes = loadCPU(), tableBytes
 	s.benchCPURate = benchRate
 	t.Logf("%s: %d tables loaded: %d rows, %d bytes in %v", mode, len(tables), s.rows, s.bytes, s.wall.Round(time.Millisecond))
 

@@ -535,6 +535,8 @@ type loadStats struct {
 	sourceCPU    float64       // from the pipeline's start to the load's end
 	cpuWindow    time.Duration // the time sourceCPU covers
 	benchCPURate float64       // source CPU seconds per second under pgbench alone
+	loadCPU      float64       // the load's own backends (COPY connections, BASE_BACKUP walsender)
+	tableBytes   int64         // the loaded tables' size on the source (pg_table_size)
 }
 
 func summarizeLoad(mode load.Mode, entries map[uint32]load.Entry, tables []sourceTable) loadStats {
@@ -558,17 +560,17 @@ func summarizeLoad(mode load.Mode, entries map[uint32]load.Entry, tables []sourc
 // reportTable renders results as the table.
 func reportTable(results []loadStats) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-12s %12s %10s %9s %12s %9s %13s\n", "mode", "rows", "MB", "seconds", "rows/s", "MB/s", "source_cpu_s")
+	fmt.Fprintf(&b, "%-12s %12s %10s %9s %12s %9s %13s %13s\n", "mode", "rows", "MB", "seconds", "rows/s", "MB/s", "load_cpu_s", "source_cpu_s")
 	for _, s := range results {
 		secs := s.wall.Seconds()
-		mb := float64(s.bytes) / 1e6
+		mb := float64(s.tableBytes) / 1e6
 		rate := func(x float64) float64 {
 			if secs <= 0 {
 				return 0
 			}
 			return x / secs
 		}
-		fmt.Fprintf(&b, "%-12s %12d %10.1f %9.2f %12.0f %9.1f %13.2f\n", s.mode, s.rows, mb, secs, rate(float64(s.rows)), rate(mb), s.sourceCPU)
+		fmt.Fprintf(&b, "%-12s %12d %10.1f %9.2f %12.0f %9.1f %13.2f %13.2f\n", s.mode, s.rows, mb, secs, rate(float64(s.rows)), rate(mb), s.loadCPU, s.sourceCPU)
 	}
 	return b.String()
 }

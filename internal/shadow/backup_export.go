@@ -21,6 +21,9 @@ type BaseBackupOptions struct {
 	Fast  bool   // CHECKPOINT 'fast' rather than waiting for the next spread checkpoint
 	// MaxRate caps the source's send rate in KB/s (32..1048576); 0 = no cap.
 	MaxRate int
+	// ApplicationName names the walsender in pg_stat_activity ("" keeps
+	// the DSN's).
+	ApplicationName string
 }
 
 // loadBackupCommand builds the BASE_BACKUP for an initial load: no WAL (the
@@ -71,6 +74,9 @@ func ReadBaseBackup(ctx context.Context, dsn string, opt BaseBackupOptions, log 
 		return 0, 0, fmt.Errorf("parsing the source DSN: %w", err)
 	}
 	pcfg.RuntimeParams["replication"] = "true"
+	if opt.ApplicationName != "" {
+		pcfg.RuntimeParams["application_name"] = opt.ApplicationName
+	}
 	conn, err := pgconn.ConnectConfig(ctx, pcfg)
 	if err != nil {
 		return 0, 0, fmt.Errorf("opening a replication connection to the source: %w", err)

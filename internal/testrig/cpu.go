@@ -1,6 +1,7 @@
 package testrig
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // clockTicks is the kernel's clock ticks per second (getconf CLK_TCK), the
@@ -144,4 +146,58 @@ func processChildren() (map[int][]int, error) {
 		children[st.ppid] = append(children[st.ppid], pid)
 	}
 	return children, nil
+}
+
+// SampleBackendCPU samples, every 50 ms until stop, the CPU seconds of the
+// cluster's backends whose application_name is appName (a load's COPY
+// connections and walsenders, say), and returns their sum at stop. A
+// backend counts as of its last sample: the CPU it spends in the 50 ms
+// before it exits is missed, so the figure is a lower bound.
+func (p *Postgres) SampleBackendCPU(t testing.TB, appName string) (stop func() float64) {
+	t.Helper()
+	hz, err := clockTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := p.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	seen := map[int]uint64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", appName)
+			if err == nil {
+				var pids []int
+				for rows.Next() {
+					var pid int
+					if rows.Scan(&pid) == nil {
+						pids = append(pids, pid)
+					}
+				}
+				rows.Close()
+				for _, pid := range pids {
+					if st, err := readProcStat(pid); err == nil {
+						seen[pid] = max(seen[pid], st.utime+st.stime)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() float64 {
+		cancel()
+		<-done
+		var total uint64
+		for _, ticks := range seen {
+			total += ticks
+		}
+		return float64(total) / hz
+	}
 }
