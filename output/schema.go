@@ -79,7 +79,7 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	} else if err := o.evictRetained(ctx, d, target); err != nil {
 		return err
 	}
-	if delta, ok := o.loads.deltaTarget(d.Oid); ok {
+	if delta, ok := o.loads.deltaTarget(d.Oid); ok && (prev == nil || prev.Target == delta) {
 		// Until its load is published the relation's changes go to its
 		// delta table: the configured name only ever holds a whole table.
 		cfg.Database, cfg.Table = delta.Database, delta.Table
@@ -203,7 +203,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		o.loads.invalidate(d.Oid)
 		return nil
 	case desclog.EventDropped.String():
-		_, loading := o.loads.deltaTarget(c.oid)
+		delta, loading := o.loads.deltaTarget(c.oid)
 		if err := o.loads.dropped(ctx, c.oid); err != nil {
 			return err
 		}
@@ -211,6 +211,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if prev == nil || prev.Dropped {
 			return nil
 		}
+		loading = loading && prev.Target == delta
 		cfg := o.scope.config(prev.Schema, prev.Table)
 		strategy := cfg.DropStrategy
 		if strategy == "" {
