@@ -292,6 +292,12 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			// (recorded before the first agreement, so a crash in between
 			// still loads it).
 			mode := o.s.load.modeFor(o.s.tableLoad[qualified(d.Namespace, d.Name)], d.Namespace, d.Name)
+			if l.Desc.Persistence == 'u' && mode != load.ModeNone && mode != "" {
+				// Its changes are not in the WAL: a load would be a snapshot
+				// that never moves.
+				o.log.Warnf("%s.%s is UNLOGGED: not loaded (its changes are not in the WAL, so its table would never follow the source)", d.Namespace, d.Name)
+				mode = load.ModeNone
+			}
 			if mode != load.ModeNone && mode != "" {
 				if err := o.loads.plan(l.Desc, mode, o.targetOf(d.Namespace, d.Name)); err != nil {
 					return fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
