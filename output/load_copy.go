@@ -317,7 +317,13 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 	ranges := load.SplitBlocks(rel.pages, l.ls.splitBytes)
 	l.log.Infof("initial load of %s: copying about %d rows (%d MB) in %d range(s), snapshot %s, rows tagged _lsn %s", name, rel.tuples, rel.bytes>>20, len(ranges), snapText, s)
 	ts := newTableState(l.o.conn.Dialect(), a)
-	progress := load.NewProgress(rel.tuples, rel.bytes, time.Now())
+	// COPY's bytes are not the heap's (no tuple headers, no free space):
+	// the percentage goes by rows when the statistics know them.
+	estBytes := rel.bytes
+	if rel.tuples > 0 {
+		estBytes = 0
+	}
+	progress := load.NewProgress(rel.tuples, estBytes, time.Now())
 	var seq atomic.Uint32
 	var rows, bytes atomic.Int64
 	running := e
