@@ -50,11 +50,17 @@ func pgbenchCounts(scale int) map[string]int64 {
 
 // checkLoadedRows checks that each table's ledger rows equal want (the
 // table's rows, unchanged since the load's snapshot).
-func checkLoadedRows(t *testing.T, p *pipeline, entries map[uint32]load.Entry, tables []sourceTable, want map[string]int64) {
+func checkLoadedRows(t *testing.T, p *pipeline, mode load.Mode, entries map[uint32]load.Entry, tables []sourceTable, want map[string]int64) {
 	t.Helper()
 	for _, st := range tables {
 		n, ok := want[st.String()]
 		if !ok {
+			continue
+		}
+		if mode == load.ModeBaseBackup && strings.HasPrefix(st.name, "pgbench_") {
+			// A page walk is fuzzy: a row pgbench updates during the backup
+			// may be on no page copied at the right moment; the stream,
+			// which carries that update, completes it (compared below).
 			continue
 		}
 		if e := entries[st.oid]; e.Rows != n {
@@ -111,10 +117,6 @@ func TestInitialLoad(t *testing.T) {
 	}
 	report := reportTable(results)
 	t.Logf("initial load at pgbench scale %d, pgbench -c 2 running; MB is the loaded tables' size on the source, load_cpu_s the CPU of the load's own source backends, source_cpu_s the whole source's (pgbench and the shadow's bootstrap included):\n%s", scale, report)
-	for _, s := range results {
-		t.Logf("%s: source_cpu_s covers the %.1f s from the pipeline's start (shadow bootstrap included) to the load's end; pgbench alone cost the source %.2f CPU s/s before, about %.2f of them",
-			s.mode, s.cpuWindow.Seconds(), s.benchCPURate, s.benchCPURate*s.cpuWindow.Seconds())
-	}
 	if path := os.Getenv("WALSHADOW_LOAD_REPORT"); path != "" {
 		text := fmt.Sprintf("# walshadow initial load, pgbench scale %d, pgbench -c 2 running\n# MB: the loaded tables' pg_table_size; load_cpu_s: the load's own source backends; source_cpu_s: the whole source\n%s", scale, report)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -129,12 +131,9 @@ func loadMode(t *testing.T, r *rig, mode load.Mode, tables []sourceTable, counts
 	t.Helper()
 	p := r.newPipeline(t, string(mode), fmt.Sprintf("initial_load: { mode: %s }", mode))
 	bench := r.startPGBench(t, 2)
-	// pgbench alone for a moment: the source CPU it costs by itself.
-	warmCPU, warmAt := r.src.CPUSeconds(t), time.Now()
 	time.Sleep(2 * time.Second)
 	bench.running(t)
 	cpuBefore := r.src.CPUSeconds(t)
-	benchRate := (cpuBefore - warmCPU) / time.Since(warmAt).Seconds()
 	historyBefore := r.historyRows(t)
 	cpuAt := time.Now()
 
@@ -148,7 +147,6 @@ func loadMode(t *testing.T, r *rig, mode load.Mode, tables []sourceTable, counts
 	s := summarizeLoad(mode, entries, tables)
 	s.sourceCPU, s.cpuWindow = r.src.CPUSeconds(t)-cpuBefore, time.Since(cpuAt)
 	s.loadCPU, s.tableBytes = loadCPU(), tableBytes
-	s.benchCPURate = benchRate
 	t.Logf("%s: %d tables loaded: %d rows, %d bytes in %v", mode, len(tables), s.rows, s.bytes, s.wall.Round(time.Millisecond))
 
 	// Changes keep coming after the load, then stop.
@@ -162,7 +160,7 @@ func loadMode(t *testing.T, r *rig, mode load.Mode, tables []sourceTable, counts
 	lag := p.waitCaughtUp(t, c, catchUpTimeout)
 	t.Logf("%s: caught up %v after pgbench stopped", mode, lag.Round(time.Millisecond))
 
-	checkLoadedRows(t, p, entries, tables, counts)
+	checkLoadedRows(t, p, mode, entries, tables, counts)
 	compareStart := time.Now()
 	if differing := p.compare(t, tables); differing > 0 {
 		t.Errorf("%s: %d of %d tables differ from the source", mode, differing, len(tables))
@@ -261,7 +259,7 @@ func TestInitialLoadKill(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	bench.stop(t)
 	p.waitCaughtUp(t, c, catchUpTimeout)
-	checkLoadedRows(t, p, entries, tables, counts)
+	checkLoadedRows(t, p, load.ModeCopy, entries, tables, counts)
 	if differing := p.compare(t, tables); differing > 0 {
 		t.Errorf("%d of %d tables differ from the source after two kills", differing, len(tables))
 	}
