@@ -152,6 +152,10 @@ func (in *physicalWALInput) Connect(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// A new input on a running session is a config reload (walshadow run
+	// -w): the old pipeline's batches are gone with it, so the session
+	// resumes from its durable state rather than continue mid-run.
+	in.sess.Attach(in)
 	err := in.sess.Start(ctx)
 	if err != nil && session.IsPermanent(err) {
 		// Retrying cannot help and would repeat the same line forever:

@@ -348,6 +348,50 @@ func TestInitialLoadNewTable(t *testing.T) {
 	p.checkPublishedLogs(t, []sourceTable{late})
 }
 
+// TestInitialLoadConfigReload: a table added to the include list of a
+// running `walshadow run -w` (which reloads its config when the file
+// changes) is loaded by the same process, and its changes follow.
+func TestInitialLoadConfigReload(t *testing.T) {
+	r := newRig(t)
+	r.src.PGBench(t, 1, testrig.PGBenchOptions{})
+	r.src.Exec(t, `CREATE TABLE public.late_t (id bigint PRIMARY KEY, v text NOT NULL, n numeric, at timestamptz NOT NULL DEFAULT clock_timestamp());
+		INSERT INTO public.late_t (id, v, n) SELECT g, md5(g::text), g / 7.0 FROM generate_series(1, 30000) g`)
+	late := r.tablesMatching(t, "public.late_t")[0]
+	scope := []string{"public.pgbench_*", markerTable}
+	first := r.tablesMatching(t, scope...)
+	p := r.newPipeline(t, "reload", scopeYAML(scope))
+	c := p.start(t, watchEnv+"=1")
+	p.waitLoaded(t, c, first, load.ModeCopy, loadTimeout(1))
+	p.waitCaughtUp(t, c, catchUpTimeout)
+	if _, ok := p.ledger(t)[late.oid]; ok {
+		t.Fatalf("%s is out of scope but loaded", late)
+	}
+
+	w := startLateWriter(t, r, 30000)
+	scope = append(scope, "public.late_*")
+	p.configure(t, scopeYAML(scope)) // the running process sees the file change
+	p.waitLoaded(t, c, []sourceTable{late}, load.ModeCopy, loadTimeout(1))
+	time.Sleep(2 * time.Second)
+	inserted, updated := w.stop(t)
+	p.waitCaughtUp(t, c, catchUpTimeout)
+	if c.Exited() {
+		t.Fatalf("the process exited on the reload (%v):\n%s", c.Wait(), c.LogTail(40))
+	}
+	if !strings.Contains(c.Log(), "Main config updated") {
+		t.Errorf("the process never reloaded its config:\n%s", c.LogTail(40))
+	}
+	if inserted == 0 || updated == 0 {
+		t.Errorf("the writer inserted %d and updated %d rows around the reload: no changes to follow", inserted, updated)
+	}
+	all := r.tablesMatching(t, scope...)
+	if differing := p.compare(t, all); differing > 0 {
+		t.Errorf("%d of %d tables differ from the source after the reload", differing, len(all))
+	}
+	if len(p.runs) != 1 {
+		t.Errorf("%d runs: the reload was a restart", len(p.runs))
+	}
+}
+
 // scopeYAML is the output's include list and a copy-mode initial load.
 func scopeYAML(patterns []string) string {
 	quoted := make([]string, len(patterns))

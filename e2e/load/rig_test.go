@@ -29,6 +29,10 @@ import (
 // real `walshadow run`.
 const binaryEnv = "WALSHADOW_LOAD_BINARY"
 
+// watchEnv set makes the child `walshadow run -w`: it reloads its config
+// when the file changes.
+const watchEnv = "WALSHADOW_LOAD_WATCH"
+
 // execWalshadow replaces this process with `walshadow run config`, so the
 // child testrig.StartChild watches and kills is the real binary.
 func execWalshadow(config string) {
@@ -37,7 +41,11 @@ func execWalshadow(config string) {
 		fmt.Fprintf(os.Stderr, "%s is set but %s is not: the test starts children with the binary to run\n", testrig.ChildConfigEnv, binaryEnv)
 		os.Exit(2)
 	}
-	err := syscall.Exec(bin, []string{bin, "run", config}, os.Environ())
+	args := []string{bin, "run", config}
+	if os.Getenv(watchEnv) != "" {
+		args = []string{bin, "run", "-w", config}
+	}
+	err := syscall.Exec(bin, args, os.Environ())
 	fmt.Fprintf(os.Stderr, "exec %s run %s: %v\n", bin, config, err)
 	os.Exit(2)
 }
@@ -192,9 +200,9 @@ func (p *pipeline) configure(t *testing.T, outputYAML string) {
 }
 
 // start starts the next run of the real binary.
-func (p *pipeline) start(t *testing.T) *testrig.Child {
+func (p *pipeline) start(t *testing.T, extraEnv ...string) *testrig.Child {
 	t.Helper()
-	c := testrig.StartChild(t, p.workDir, p.config, len(p.runs), binaryEnv+"="+p.r.bin)
+	c := testrig.StartChild(t, p.workDir, p.config, len(p.runs), append([]string{binaryEnv + "=" + p.r.bin}, extraEnv...)...)
 	p.runs = append(p.runs, c)
 	return c
 }

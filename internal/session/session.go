@@ -67,6 +67,7 @@ type Session struct {
 	closedCh chan struct{} // closed by Close
 
 	mu       sync.Mutex
+	reader   any      // the input reading the session (Attach)
 	pending  []*Batch // handed out by Next, not acknowledged yet, in order
 	closed   bool
 	runErr   error
@@ -167,6 +168,32 @@ func (s *Session) Start(ctx context.Context) error {
 	}
 	s.running = true
 	return nil
+}
+
+// errReattached stops a run whose reader was replaced (a config reload).
+var errReattached = errors.New("a new input reads the session (the pipeline's config was reloaded)")
+
+// Attach records the input reading the session. A different input than
+// the one before (a config reload rebuilt the pipeline, keeping this
+// resource) stops the current run, so the next Start resumes from the
+// durable state: the batches the old pipeline held are not coming back.
+func (s *Session) Attach(reader any) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	prev := s.reader
+	s.reader = reader
+	stale := prev != nil && prev != reader && s.running && s.runErr == nil
+	if stale {
+		s.runErr = errReattached
+	}
+	s.mu.Unlock()
+	if stale {
+		s.log.Info("the pipeline was rebuilt: the session resumes from its durable state")
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
 }
 
 // preflight checks everything the session needs of the source, the
