@@ -66,10 +66,10 @@ type Entry struct {
 	// ("xmin:xmax:xip,..."); empty for a base backup. SeenBy: every
 	// transaction the load reflects committed before it. Together they
 	// tell which streamed transactions the load already holds.
-	Snapshot string
-	SeenBy   wal.LSN
-	Attempt       int
-	Rows, Bytes   int64
+	Snapshot    string
+	SeenBy      wal.LSN
+	Attempt     int
+	Rows, Bytes int64
 	// Times are kept in UTC without a monotonic reading, as the file holds
 	// them; the zero time means not set.
 	StartedAt, FinishedAt time.Time
