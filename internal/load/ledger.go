@@ -62,9 +62,10 @@ type Entry struct {
 	Staging       string  // staging table name (same database)
 	Old           string  // where the previous target goes during a rename-sequence publish
 	StagingUUID   string  // Atomic databases: the staging table's uuid before EXCHANGE
-	// Snapshot is the copy's snapshot as pg_current_snapshot() shows it
-	// ("xmin:xmax:xip,..."); empty for a base backup. SeenBy: every
-	// transaction the load reflects committed before it. Together they
+	// Snapshot is the load's snapshot as pg_current_snapshot() shows it
+	// ("xmin:xmax:xip,..."): the copy's, or for a base backup the one taken
+	// just before it. SeenBy: every transaction the load reflects
+	// committed before it. Together they
 	// tell which streamed transactions the load already holds.
 	Snapshot    string
 	SeenBy      wal.LSN
