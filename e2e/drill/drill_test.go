@@ -29,6 +29,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/chcompare"
 	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -214,7 +215,37 @@ func (d *drill) waitCaughtUp(t *testing.T, c *testrig.Child, timeout time.Durati
 		t.Fatal(err)
 	}
 	d.waitDelivered(t, c, target, timeout, fmt.Sprintf("run %d: catching up to the marker at %s", c.Run, target))
+	d.waitLoads(t, c, timeout)
 	return time.Since(start)
+}
+
+// waitLoads waits until no initial load is pending: a table first seen at
+// a start (created just before a kill, say) is loaded in the background,
+// and until it is published its agreement is on its delta table.
+func (d *drill) waitLoads(t *testing.T, c *testrig.Child, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending []string
+		ledger, err := load.OpenLedger(filepath.Join(d.stateDir, "clickhouse"))
+		if err == nil {
+			for _, e := range ledger.All() {
+				if e.Phase != load.PhaseDone {
+					pending = append(pending, fmt.Sprintf("%s.%s (%s, attempt %d)", e.Schema, e.Table, e.Phase, e.Attempt))
+				}
+			}
+			if len(pending) == 0 {
+				return
+			}
+		}
+		if c.Exited() {
+			t.Fatalf("run %d exited (%v) with loads pending %v (%v):\n%s", c.Run, c.Wait(), pending, err, c.LogTail(80))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d: initial loads still pending after %v: %v (%v):\n%s", c.Run, timeout, pending, err, stalled(c))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitDelivered polls the manifest until its delivered position is at
