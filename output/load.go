@@ -40,7 +40,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -558,6 +557,3 @@ func (si *stagingInserter) insert(ctx context.Context, rows [][]any) error {
 func describeLoad(e load.Entry) string {
 	return qualified(e.Schema, e.Table)
 }
-
-// quoteSQLIdent quotes a PostgreSQL identifier.
-func quoteSQLIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

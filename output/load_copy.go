@@ -406,7 +406,7 @@ func (l *loader) copyRange(ctx context.Context, snapID string, rel sourceRelatio
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snapID, "'", "''")+"'"); err != nil {
 		return fmt.Errorf("importing the load's snapshot: %w", err)
 	}
-	sql := fmt.Sprintf("COPY (SELECT %s FROM ONLY %s.%s", strings.Join(copybin.SelectExprs(cols), ", "), quoteSQLIdent(rel.schema), quoteSQLIdent(rel.name))
+	sql := fmt.Sprintf("COPY (SELECT %s FROM ONLY %s.%s", strings.Join(copybin.SelectExprs(cols), ", "), copybin.QuoteIdent(rel.schema), copybin.QuoteIdent(rel.name))
 	if w := r.Where(); w != "" {
 		sql += " WHERE " + w
 	}

@@ -27,9 +27,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walshadow/walshadow/e2e/internal/catchup"
 	"github.com/walshadow/walshadow/internal/chcompare"
 	"github.com/walshadow/walshadow/internal/clickhouse"
-	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -187,103 +187,17 @@ func (d *drill) waitCaughtUp(t *testing.T, c *testrig.Child, timeout time.Durati
 	t.Helper()
 	start := time.Now()
 	d.markerSeq++
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, d.src.DSN())
-	if err != nil {
-		t.Fatalf("connecting to the source: %v", err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "UPDATE public.drill_marker SET seq = $1, at = now() WHERE id = 1", d.markerSeq); err != nil {
-		t.Fatalf("updating the marker: %v", err)
-	}
-	// The commit record goes after this position: a delivered commit LSN
-	// at or past it is the marker's or a later one.
-	var text string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatalf("committing the marker: %v", err)
-	}
-	target, err := wal.ParseLSN(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	target := catchup.CommitMarker(t, d.src.DSN(), fmt.Sprintf("UPDATE public.drill_marker SET seq = %d, at = now() WHERE id = 1", d.markerSeq))
 	d.waitDelivered(t, c, target, timeout, fmt.Sprintf("run %d: catching up to the marker at %s", c.Run, target))
-	d.waitLoads(t, c, timeout)
+	catchup.WaitLoads(t, c, d.stateDir, timeout)
 	return time.Since(start)
-}
-
-// waitLoads waits until no initial load is pending: a table first seen at
-// a start (created just before a kill, say) is loaded in the background,
-// and until it is published its agreement is on its delta table.
-func (d *drill) waitLoads(t *testing.T, c *testrig.Child, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var pending []string
-		ledger, err := load.OpenLedger(filepath.Join(d.stateDir, "clickhouse"))
-		if err == nil {
-			for _, e := range ledger.All() {
-				if e.Phase != load.PhaseDone {
-					pending = append(pending, fmt.Sprintf("%s.%s (%s, attempt %d)", e.Schema, e.Table, e.Phase, e.Attempt))
-				}
-			}
-			if len(pending) == 0 {
-				return
-			}
-		}
-		if c.Exited() {
-			t.Fatalf("run %d exited (%v) with loads pending %v (%v):\n%s", c.Run, c.Wait(), pending, err, c.LogTail(80))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d: initial loads still pending after %v: %v (%v):\n%s", c.Run, timeout, pending, err, stalled(c))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // waitDelivered polls the manifest until its delivered position is at
 // least lsn; it fails the test (saying what) when c exits or timeout passes.
 func (d *drill) waitDelivered(t *testing.T, c *testrig.Child, lsn wal.LSN, timeout time.Duration, what string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		m, err := session.ReadManifest(d.stateDir)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case m == nil:
-			last = "no manifest yet"
-		case m.Delivered >= lsn:
-			return
-		default:
-			last = fmt.Sprintf("delivered_lsn %s, received_lsn %s, shadow_replay_lsn %s", m.Delivered, m.Received, m.ShadowReplay)
-		}
-		if c.Exited() {
-			t.Fatalf("%s: run %d exited (%v) (%s):\n%s", what, c.Run, c.Wait(), last, c.LogTail(80))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the manifest's delivered position did not reach %s within %v (%s):\n%s", what, lsn, timeout, last, stalled(c))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// stalled dumps a stalled child's goroutines into its log and returns
-// where to find them with the log's tail before the dump.
-func stalled(c *testrig.Child) string {
-	before := c.LogTail(40)
-	if !c.DumpGoroutines(10 * time.Second) {
-		return before
-	}
-	return fmt.Sprintf("%s\n(goroutines of the stalled run dumped to %s)", before, c.LogPath)
+	catchup.WaitDelivered(t, c, d.stateDir, lsn, timeout, what)
 }
 
 // sourceTable is one table of the source.

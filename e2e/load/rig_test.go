@@ -16,12 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walshadow/walshadow/e2e/internal/catchup"
 	"github.com/walshadow/walshadow/internal/chcompare"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
-	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
-	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // binaryEnv names the walshadow binary a child process execs (see
@@ -368,57 +367,9 @@ func (p *pipeline) checkPublishedLogs(t *testing.T, tables []sourceTable) {
 func (p *pipeline) waitCaughtUp(t *testing.T, c *testrig.Child, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.r.src.DSN())
-	if err != nil {
-		t.Fatalf("connecting to the source: %v", err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "UPDATE public.load_marker SET seq = seq + 1, at = now() WHERE id = 1"); err != nil {
-		t.Fatalf("updating %s: %v", markerTable, err)
-	}
-	// The commit record goes after this position.
-	var text string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatalf("committing to %s: %v", markerTable, err)
-	}
-	target, err := wal.ParseLSN(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		m, err := session.ReadManifest(p.stateDir)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case m == nil:
-			last = "no manifest yet"
-		case m.Delivered >= target:
-			return time.Since(start)
-		default:
-			last = fmt.Sprintf("delivered_lsn %s, received_lsn %s, shadow_replay_lsn %s", m.Delivered, m.Received, m.ShadowReplay)
-		}
-		if c.Exited() {
-			t.Fatalf("%s: catching up to %s: run %d exited (%v) (%s):\n%s", p.name, target, c.Run, c.Wait(), last, c.LogTail(80))
-		}
-		if time.Now().After(deadline) {
-			before := c.LogTail(40)
-			c.DumpGoroutines(10 * time.Second)
-			t.Fatalf("%s: the manifest's delivered position did not reach %s within %v (%s):\n%s\n(goroutines dumped to %s)",
-				p.name, target, timeout, last, before, c.LogPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	target := catchup.CommitMarker(t, p.r.src.DSN(), "UPDATE public.load_marker SET seq = seq + 1, at = now() WHERE id = 1")
+	catchup.WaitDelivered(t, c, p.stateDir, target, timeout, fmt.Sprintf("%s: catching up to %s", p.name, target))
+	return time.Since(start)
 }
 
 // compare compares each table with its ClickHouse table by summary
