@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -75,6 +76,9 @@ type loader struct {
 	// filters: per relation, the snapshot of its load once taken: the
 	// streamed changes of transactions it saw are in the load.
 	filters map[uint32]pgSnapshot
+	// nfilters is len(filters), read without the lock: reflected runs
+	// for every streamed row, and after the loads there is no filter.
+	nfilters atomic.Int32
 	// deferred: updates held until their table's load is published
 	// (load_deferred.go).
 	deferred map[uint32][]deferredRow
@@ -117,6 +121,7 @@ func (l *loader) setFilter(oid uint32, snap pgSnapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.filters[oid] = snap
+	l.nfilters.Store(int32(len(l.filters)))
 }
 
 // reflected reports whether the streamed transaction xid, committed at
@@ -124,14 +129,11 @@ func (l *loader) setFilter(oid uint32, snap pgSnapshot) {
 // taken and seen by it. Its changes are then skipped (its rows are loaded;
 // replaying its TRUNCATE would remove rows the load holds).
 func (l *loader) reflected(oid uint32, commit wal.LSN, xid uint32) bool {
-	if l == nil {
+	if l == nil || l.nfilters.Load() == 0 {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.filters) == 0 {
-		return false
-	}
 	snap, ok := l.filters[oid]
 	return ok && commit < snap.seenBy && snap.sees(xid)
 }
@@ -148,6 +150,7 @@ func (l *loader) prune(writtenBefore wal.LSN) {
 			delete(l.filters, oid)
 		}
 	}
+	l.nfilters.Store(int32(len(l.filters)))
 }
 
 // close stops every load (they resume from the ledger at the next start).
@@ -429,6 +432,7 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 	}
 	l.mu.Lock()
 	delete(l.filters, e.Oid) // a new attempt takes a new snapshot
+	l.nfilters.Store(int32(len(l.filters)))
 	l.mu.Unlock()
 	e.Snapshot, e.SeenBy = "", 0
 	e.Attempt++

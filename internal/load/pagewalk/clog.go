@@ -30,8 +30,9 @@ func (s XidStatus) String() string {
 // slru is one SLRU directory as the backup holds it: segment number to
 // contents (a segment may be shorter than 32 pages).
 type slru struct {
-	name string
-	segs map[uint32][]byte
+	name  string
+	segs  map[uint32][]byte
+	pages []uint64 // the held page numbers, listed by beyondNewest (nil: not yet)
 }
 
 func newSLRU(name string) *slru { return &slru{name: name, segs: map[uint32][]byte{}} }
@@ -52,6 +53,7 @@ func (s *slru) add(name string, data []byte) error {
 		return fmt.Errorf("%s: segment %s appears twice", s.name, name)
 	}
 	s.segs[uint32(n)] = data
+	s.pages = nil
 	return nil
 }
 
@@ -98,17 +100,23 @@ const clogPages = (1 << 32) / (BlockSize * clogXactsPerByte)
 
 // beyondNewest reports whether page (of the 32-bit xid space, which wraps)
 // lies after every page the copy holds: no held page is ahead of it by
-// less than half the space.
+// less than half the space. The held pages are listed once (the walk asks
+// for every tuple whose page is missing).
 func (s *slru) beyondNewest(page uint64) bool {
+	if s.pages == nil {
+		for seg, data := range s.segs {
+			first := uint64(seg) * slruPagesPerSegment
+			for i := range uint64(len(data) / BlockSize) {
+				s.pages = append(s.pages, first+i)
+			}
+		}
+	}
 	if len(s.segs) == 0 {
 		return false
 	}
-	for seg, data := range s.segs {
-		first := uint64(seg) * slruPagesPerSegment
-		for i := range uint64(len(data) / BlockSize) {
-			if ahead := (first + i - page + clogPages) % clogPages; ahead > 0 && ahead < clogPages/2 {
-				return false
-			}
+	for _, held := range s.pages {
+		if ahead := (held - page + clogPages) % clogPages; ahead > 0 && ahead < clogPages/2 {
+			return false
 		}
 	}
 	return true
