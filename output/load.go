@@ -47,7 +47,6 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
-	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -159,18 +158,6 @@ func (l *loader) close() {
 	l.wg.Wait()
 }
 
-// plan records a load for a relation the output has never agreed on,
-// before its first agreement is stored: a crash between the two then
-// still loads it at the next start.
-func (l *loader) plan(d *desclog.Descriptor, mode load.Mode, target clickhouse.Target) error {
-	if _, ok := l.ledger.Get(d.Oid); ok {
-		return nil
-	}
-	return l.ledger.Put(load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
-		Database: target.Database, Target: target.Table,
-		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid)})
-}
-
 // deltaTarget is where the changes of a relation whose load is not yet
 // published go (false: none, its configured target).
 func (l *loader) deltaTarget(oid uint32) (clickhouse.Target, bool) {
@@ -206,33 +193,47 @@ func (l *loader) resume(ctx context.Context) error {
 			}
 			continue
 		}
-		if !l.o.scope.in(a.Schema, a.Table) {
-			// Taken out of scope before its load finished: forgotten, so
-			// that it is loaded afresh if it comes back.
-			l.log.Infof("initial load of %s: the table is no longer in scope: its load and delta table are dropped", describeLoad(e))
-			if delta, _ := l.deltaTarget(e.Oid); a.Target == delta {
-				if err := l.o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
-					return err
-				}
-			}
-			if err := l.o.store.Delete(e.Oid); err != nil {
-				return err
-			}
-			if err := l.discard(ctx, e); err != nil {
-				return err
-			}
-			continue
-		}
-		if e.Mode == load.ModeBaseBackup && len(a.OrderBy) > 0 {
+		// (A relation out of scope had its load dropped by
+		// leaveScopeAtStart, before this.)
+		if l.byBackup(e, a) {
 			backup = append(backup, e)
 			continue
 		}
-		l.start(e.Oid, func(ctx context.Context) error { return l.loadCopy(ctx, e.Oid) })
+		l.launch(e)
 	}
 	if len(backup) > 0 {
 		l.startBackupPass(backup)
 	}
 	return nil
+}
+
+// byBackup: a base_backup load of a table with a key (a keyless one is
+// copied: a fuzzy page walk cannot tell which of its rows the stream also
+// carries).
+func (l *loader) byBackup(e load.Entry, a *clickhouse.Agreed) bool {
+	return e.Mode == load.ModeBaseBackup && a != nil && len(a.OrderBy) > 0
+}
+
+// launch starts one table's load (a base backup pass of its own, or a
+// copy).
+func (l *loader) launch(e load.Entry) {
+	if l.byBackup(e, l.o.store.Get(e.Oid)) {
+		l.startBackupPass([]load.Entry{e})
+		return
+	}
+	l.start(e.Oid, func(ctx context.Context) error { return l.loadCopy(ctx, e.Oid) })
+}
+
+// running reports whether a load of oid has a goroutine (a cancelled one
+// may still be discarding its staging table).
+func (l *loader) running(oid uint32) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.runs[oid]
+	return ok
 }
 
 // start runs one table's load until it is published, retrying failures
@@ -399,14 +400,19 @@ func (l *loader) loading(oid uint32) bool {
 }
 
 // The load's side tables of target: the staging table the load fills, the
-// delta table the stream writes until the load is published, and the name
-// a table found under the target's name at publish is moved to.
+// delta table the stream writes until the load is published, the name a
+// table found under the target's name at publish is moved to, and the
+// name a reload moves this output's own stale table to before dropping it.
 func stagingName(target string, oid uint32) string {
 	return fmt.Sprintf("%s%s%d", target, loadStagingMarker, oid)
 }
 
 func deltaName(target string, oid uint32) string {
 	return fmt.Sprintf("%s%s%d", target, loadDeltaMarker, oid)
+}
+
+func staleName(target string, oid uint32) string {
+	return fmt.Sprintf("%s%s%d", target, loadStaleMarker, oid)
 }
 
 func replacedName(target string, oid uint32) string {

@@ -24,6 +24,7 @@ const (
 	loadStagingMarker    = "__wsload_"
 	loadDeltaMarker      = "__wsdelta_"
 	loadReplacedMarker   = "__wsreplaced_"
+	loadStaleMarker      = "__wsstale_"
 	loadProgressInterval = 5
 	// loadApplicationName names the loads' source connections (COPY and
 	// BASE_BACKUP) in pg_stat_activity.

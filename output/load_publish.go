@@ -104,6 +104,9 @@ func (l *loader) swap(ctx context.Context, e load.Entry) error {
 	if err := exec(clickhouse.DropTable(delta)); err != nil {
 		return err
 	}
+	if err := l.dropStale(ctx, e, target, replaced, exec); err != nil {
+		return err
+	}
 	return l.finish(&e)
 }
 
@@ -150,8 +153,35 @@ func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, r
 			return err
 		}
 	}
+	if (clickhouse.Target{Database: e.StaleDatabase, Table: e.Stale}) == target {
+		return nil // this output's stale table: dropStale drops it
+	}
 	l.log.Warnf("initial load of %s: %s already existed and was not published by this output: kept as %s", describeLoad(*e),
 		clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(replaced))
+	return nil
+}
+
+// dropStale drops the table a reload supersedes (load.Entry.Stale): moved
+// aside by takeName when it held the target's name, else under its own
+// name unless another relation's agreement has taken that since.
+func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced clickhouse.Target, exec func(string) error) error {
+	if e.Stale == "" {
+		return nil
+	}
+	stale := clickhouse.Target{Database: e.StaleDatabase, Table: e.Stale}
+	if stale == target {
+		stale = replaced
+	} else {
+		for _, a := range l.o.store.All() {
+			if a.Target == stale {
+				return nil
+			}
+		}
+	}
+	if err := exec(clickhouse.DropTable(stale)); err != nil {
+		return err
+	}
+	l.log.Infof("initial load of %s: dropped %s, the earlier table of it that had stopped following the source", describeLoad(e), clickhouse.QuoteQualified(stale))
 	return nil
 }
 

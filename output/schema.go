@@ -12,7 +12,6 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
 )
@@ -119,27 +118,32 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	return nil
 }
 
-// evictRetained: a retained table of a relation dropped on the source is
-// moved aside when a new relation claims its name, so the new table never
-// shows the old one's rows. Two live relations on one target are refused.
+// evictRetained: a retained table of a relation dropped on the source, or
+// one no longer followed (Left), is moved aside when a new relation claims
+// its name, so the new table never shows the old one's rows. Two followed
+// relations on one target are refused.
 func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, target clickhouse.Target) error {
 	for _, a := range o.store.All() {
 		if a.Oid == d.Oid || a.Target != target {
 			continue
 		}
-		if !a.Dropped {
+		if !a.Dropped && !a.Left {
 			return fmt.Errorf("%s.%s (oid %d) and %s.%s (oid %d) would both be written to %s: set a target table for one of them under %s",
 				d.Namespace, d.Name, d.Oid, a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(target), FieldTables)
 		}
-		aside := clickhouse.Target{Database: target.Database, Table: fmt.Sprintf("%s__dropped_%d", target.Table, a.Oid)}
+		what, suffix := "dropped", "__dropped_"
+		if !a.Dropped {
+			what, suffix = "no longer followed", "__left_"
+		}
+		aside := clickhouse.Target{Database: target.Database, Table: fmt.Sprintf("%s%s%d", target.Table, suffix, a.Oid)}
 		sql := fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(target), clickhouse.QuoteQualified(aside))
 		if ch, err := o.conn.Table(ctx, target); err != nil {
 			return err
 		} else if ch.Exists {
 			if err := o.execAll(ctx, []string{sql}); err != nil {
-				return fmt.Errorf("moving the retained table of dropped %s.%s aside: %w", a.Schema, a.Table, err)
+				return fmt.Errorf("moving the retained table of %s %s.%s aside: %w", what, a.Schema, a.Table, err)
 			}
-			o.log.Infof("%s: retained table of dropped %s.%s (oid %d) renamed to %s for the new relation", clickhouse.QuoteQualified(target), a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(aside))
+			o.log.Infof("%s: retained table of %s %s.%s (oid %d) renamed to %s for the new relation", clickhouse.QuoteQualified(target), what, a.Schema, a.Table, a.Oid, clickhouse.QuoteQualified(aside))
 		}
 		a.Target = aside
 		if err := o.store.Put(a); err != nil {
@@ -191,16 +195,37 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 			return fmt.Errorf("schema event %s of relation %d at %s: no shape in the descriptor log (%v)", event, c.oid, c.lsn, l.Result)
 		}
 		d := l.Desc
+		prev := o.store.Get(d.Oid)
 		if !o.scope.in(d.Namespace, d.Name) || !replicable(d) {
+			if event == desclog.EventChanged.String() {
+				return o.leaveScope(ctx, d.Oid, fmt.Sprintf("became %s.%s at %s, out of scope", d.Namespace, d.Name, c.lsn))
+			}
 			return nil
 		}
-		if prev := o.store.Get(d.Oid); prev != nil && prev.ValidFrom >= c.lsn {
+		if prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
+		}
+		loadNow := false
+		if why := o.followEvent(log, event, d, prev, c.lsn); why != "" {
+			if o.loads.running(d.Oid) {
+				// An abandoned load of it is still stopping: its goroutine
+				// would discard the new one's ledger entry.
+				return fmt.Errorf("%s.%s %s at %s while its earlier initial load is still stopping: retrying", d.Namespace, d.Name, why, c.lsn)
+			}
+			var err error
+			if loadNow, err = o.planLoad(d, prev, why+" at "+c.lsn.String()); err != nil {
+				return err
+			}
 		}
 		if err := o.agree(ctx, d, c.lsn, event+" at "+c.lsn.String()); err != nil {
 			return err
 		}
 		o.loads.invalidate(d.Oid)
+		if loadNow {
+			if e, ok := o.loads.ledger.Get(d.Oid); ok {
+				o.loads.launch(e)
+			}
+		}
 		return nil
 	case desclog.EventDropped.String():
 		delta, loading := o.loads.deltaTarget(c.oid)
@@ -277,31 +302,30 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	at := max(log.LastCapturedAt(), log.CoveredThrough())
+	if err := o.leaveScopeAtStart(ctx, log, at); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, d := range log.ActivePresent() {
 		if !replicable(d) || !o.scope.in(d.Namespace, d.Name) {
 			continue
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
-		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, max(log.LastCapturedAt(), log.CoveredThrough()))
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, at)
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
 		}
-		if o.store.Get(d.Oid) == nil {
-			// Never written by this output: its existing rows are loaded
-			// (recorded before the first agreement, so a crash in between
-			// still loads it).
-			mode := o.s.load.modeFor(o.s.tableLoad[qualified(d.Namespace, d.Name)], d.Namespace, d.Name)
-			if l.Desc.Persistence == 'u' && mode != load.ModeNone && mode != "" {
-				// Its changes are not in the WAL: a load would be a snapshot
-				// that never moves.
-				o.log.Warnf("%s.%s is UNLOGGED: not loaded (its changes are not in the WAL, so its table would never follow the source)", d.Namespace, d.Name)
-				mode = load.ModeNone
+		if prev := o.store.Get(d.Oid); prev == nil || prev.Left {
+			// Never written by this output, or no longer followed: its
+			// rows are loaded (recorded before the agreement, so a crash
+			// in between still loads it).
+			why := ""
+			if prev != nil {
+				why = "returned to the configured scope"
 			}
-			if mode != load.ModeNone && mode != "" {
-				if err := o.loads.plan(l.Desc, mode, o.targetOf(d.Namespace, d.Name)); err != nil {
-					return fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
-				}
+			if _, err := o.planLoad(l.Desc, prev, why); err != nil {
+				return err
 			}
 		}
 		if err := o.agree(ctx, l.Desc, l.ValidFrom, "start"); err != nil {

@@ -309,6 +309,19 @@ func columnPayload(c *desclog.Column, d *desclog.Descriptor) map[string]any {
 	return col
 }
 
+// persistenceName is relpersistence as a word.
+func persistenceName(p byte) string {
+	switch p {
+	case 'p':
+		return "logged"
+	case 'u':
+		return "unlogged"
+	case 't':
+		return "temporary"
+	}
+	return string(p)
+}
+
 func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string]any {
 	added := make([]any, 0, len(d.Added))
 	for i := range d.Added {
@@ -326,7 +339,15 @@ func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string
 	for _, r := range d.Retyped {
 		retyped = append(retyped, map[string]any{"attnum": int64(r.Num), "column": r.New.Name, "from": r.Old.TypeName, "to": r.New.TypeName})
 	}
-	return map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped, "key_changed": d.Key}
+	out := map[string]any{"added": added, "dropped": dropped, "renamed": renamed, "retyped": retyped, "key_changed": d.Key}
+	if d.Moved && prev != nil {
+		out["relation_renamed"] = map[string]any{"from": map[string]any{"schema": prev.Namespace, "table": prev.Name},
+			"to": map[string]any{"schema": now.Namespace, "table": now.Name}}
+	}
+	if d.Persistence && prev != nil {
+		out["persistence_changed"] = map[string]any{"from": persistenceName(prev.Persistence), "to": persistenceName(now.Persistence)}
+	}
+	return out
 }
 
 var errNoBridge = errors.New("this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)")

@@ -72,7 +72,9 @@ the update, both flagged ` + "`walshadow_key_changed`" + `: PostgreSQL logs only
 old key, so a consumer carries the update's unchanged TOAST columns over
 from the row the delete retired. Under REPLICA IDENTITY FULL every update is
 such a pair. Schema events (` + "`walshadow_event`" + ` added, changed, dropped,
-truncate) describe the relation and, for changed, what changed.
+truncate) describe the relation and, for changed, what changed: columns
+added, dropped, renamed or retyped, the key, the relation's own name
+(` + "`relation_renamed`" + `) and LOGGED/UNLOGGED (` + "`persistence_changed`" + `).
 
 Decoding fails closed: a value it cannot render exactly, a DELETE on a table
 without a usable replica identity, a record inside an ambiguity interval of

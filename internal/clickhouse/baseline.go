@@ -48,6 +48,11 @@ type Agreed struct {
 	OrderBy []string `json:"order_by"`
 	// Dropped: dropped on the source, table retained on ClickHouse.
 	Dropped bool `json:"dropped"`
+	// Left: the relation left the output's scope (a configuration change,
+	// a rename out of the include patterns, no longer a table): its
+	// ClickHouse table keeps its rows but no longer follows the source. If
+	// the relation returns it is loaded again (output/load_scope.go).
+	Left bool `json:"left,omitempty"`
 }
 
 // Store keeps every relation's Agreed durably in one file, rewritten

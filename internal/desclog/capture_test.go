@@ -112,11 +112,13 @@ func TestCaptureChanged(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 
-	// RENAME TABLE: a new entry (the name is part of the shape), no event.
+	// RENAME TABLE: a new entry (the name is part of the shape), and a
+	// Changed event with no column change (consumers that select tables
+	// by name start or stop following it).
 	d4 := *cloneDescriptor(&d3)
 	d4.Name = "renamed"
 	batch, events = captureAppend(t, l, BoundaryInput{NextLSN: 0x7000, AffectedOids: []uint32{d.Oid}, FirstCatalogTouch: 0x6000}, d4)
-	if len(batch.Entries) != 1 || len(events) != 0 {
+	if len(batch.Entries) != 1 || len(events) != 1 || events[0].Kind != EventChanged || !events[0].Diff.Moved || len(events[0].Diff.Renamed) != 0 {
 		t.Fatalf("batch %+v events %+v", batch, events)
 	}
 	if got := mustLookup(t, l.DescriptorByOidInDBAt(testDB, d.Oid, 0x6000), Present); got.Desc.Name != "renamed" {

@@ -156,8 +156,10 @@ func Diff(old, new *Descriptor) SchemaDiff {
 			}
 		}
 	})
-	if old != nil && new != nil && (old.ReplIdent != new.ReplIdent || !slices.Equal(old.KeyAttnums, new.KeyAttnums)) {
-		d.Key = true
+	if old != nil && new != nil {
+		d.Key = old.ReplIdent != new.ReplIdent || !slices.Equal(old.KeyAttnums, new.KeyAttnums)
+		d.Moved = old.Namespace != new.Namespace || old.Name != new.Name
+		d.Persistence = old.Persistence != new.Persistence
 	}
 	return d
 }

@@ -101,11 +101,16 @@ func TestDiff(t *testing.T) {
 	if !Diff(&old, &old).Empty() {
 		t.Error("self diff not empty")
 	}
-	// A table rename alone is not an attribute change.
+	// A table rename alone is no attribute change: it is Moved.
 	renamed := old
 	renamed.Name = "other"
-	if !Diff(&old, &renamed).Empty() {
-		t.Error("table rename produced a column diff")
+	if d := Diff(&old, &renamed); d.Empty() || !d.Moved || len(d.Added)+len(d.Dropped)+len(d.Renamed)+len(d.Retyped) != 0 || d.Key || d.Persistence {
+		t.Errorf("table rename: %+v, want Moved only", d)
+	}
+	unlogged := old
+	unlogged.Persistence = 'u'
+	if d := Diff(&old, &unlogged); !d.Persistence || d.Moved || len(d.Added)+len(d.Dropped) != 0 {
+		t.Errorf("SET UNLOGGED: %+v, want Persistence only", d)
 	}
 	if a := Diff(nil, &old); len(a.Added) != 4 {
 		t.Errorf("diff from nothing: %+v", a)

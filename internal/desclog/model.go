@@ -260,6 +260,13 @@ type SchemaDiff struct {
 	// Key: the replica identity changed (its kind or its key columns), e.g.
 	// a primary key added to a table created without one.
 	Key bool
+	// Moved: the relation's schema or name changed (ALTER TABLE … RENAME
+	// TO, SET SCHEMA). Its rows keep their oid; a consumer that selects
+	// relations by name may start or stop following it here.
+	Moved bool
+	// Persistence: LOGGED ↔ UNLOGGED (an UNLOGGED table's changes are not
+	// in the WAL).
+	Persistence bool
 }
 
 // ColumnRename is a live column whose name changed.
@@ -274,9 +281,10 @@ type ColumnRetype struct {
 	Old, New Column
 }
 
-// Empty reports whether nothing changed: no column, no replica identity.
+// Empty reports whether nothing changed: no column, no replica identity,
+// no name, no persistence.
 func (d SchemaDiff) Empty() bool {
-	return len(d.Added) == 0 && len(d.Dropped) == 0 && len(d.Renamed) == 0 && len(d.Retyped) == 0 && !d.Key
+	return len(d.Added) == 0 && len(d.Dropped) == 0 && len(d.Renamed) == 0 && len(d.Retyped) == 0 && !d.Key && !d.Moved && !d.Persistence
 }
 
 // Identity binds a log to one source database; a log written for another is

@@ -28,6 +28,8 @@
 //	      "staging": "orders__wsload_16384",     same database
 //	      "old": "orders__wsreplaced_16384",     optional: where a table found under the target's name goes
 //	      "staging_uuid": "5e0c…",               optional: Atomic databases, the staging uuid before EXCHANGE
+//	      "stale_database": "shop",              optional, with "stale": a reload's superseded table,
+//	      "stale": "orders",                     dropped once the load is published
 //	      "snapshot": "1991:1995:1993",          optional: the load's snapshot (xmin:xmax:xip)
 //	      "seen_by_lsn": "0/5A40000",            optional: every transaction the load holds committed before it
 //	      "attempt": 1,

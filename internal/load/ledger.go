@@ -62,6 +62,11 @@ type Entry struct {
 	Staging       string  // staging table name (same database)
 	Old           string  // where the previous target goes during a rename-sequence publish
 	StagingUUID   string  // Atomic databases: the staging table's uuid before EXCHANGE
+	// StaleDatabase.Stale is this output's earlier table of the relation,
+	// which stopped following it (it left the scope, or was UNLOGGED): a
+	// reload supersedes it, so it is dropped once the load is published.
+	// Empty for a first load.
+	StaleDatabase, Stale string
 	// Snapshot is the load's snapshot as pg_current_snapshot() shows it
 	// ("xmin:xmax:xip,..."): the copy's, or for a base backup the one taken
 	// just before it. SeenBy: every transaction the load reflects
@@ -220,7 +225,7 @@ func (e Entry) validate() error {
 	case e.Attempt < 0 || e.Rows < 0 || e.Bytes < 0:
 		return fmt.Errorf("oid %d: negative attempt %d, rows %d or bytes %d", e.Oid, e.Attempt, e.Rows, e.Bytes)
 	}
-	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.LastError} {
+	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.StaleDatabase, e.Stale, e.LastError} {
 		if !utf8.ValidString(s) {
 			return fmt.Errorf("oid %d: %q is not valid UTF-8", e.Oid, s)
 		}
@@ -254,6 +259,8 @@ type entryJSON struct {
 	Staging     string `json:"staging"`
 	Old         string `json:"old,omitempty"`
 	StagingUUID string `json:"staging_uuid,omitempty"`
+	StaleDB     string `json:"stale_database,omitempty"`
+	Stale       string `json:"stale,omitempty"`
 	Snapshot    string `json:"snapshot,omitempty"`
 	SeenBy      string `json:"seen_by_lsn,omitempty"`
 	Attempt     int    `json:"attempt"`
@@ -303,7 +310,7 @@ func encodeLedger(entries map[uint32]Entry) []byte {
 		j.Entries = append(j.Entries, entryJSON{
 			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
 			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
-			Old: e.Old, StagingUUID: e.StagingUUID, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
+			Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
 			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
 		})
 	}
@@ -351,7 +358,7 @@ func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error
 		e := Entry{
 			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
 			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
-			StagingUUID: je.StagingUUID, Snapshot: je.Snapshot, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
+			StagingUUID: je.StagingUUID, StaleDatabase: je.StaleDB, Stale: je.Stale, Snapshot: je.Snapshot, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
 		}
 		if je.SeenBy != "" {
 			if e.SeenBy, err = wal.ParseLSN(je.SeenBy); err != nil {

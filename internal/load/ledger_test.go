@@ -19,7 +19,7 @@ func sampleEntry(oid uint32, table string) Entry {
 	return Entry{
 		Oid: oid, Schema: "public", Table: table, Mode: ModeCopy, Phase: PhaseLoading,
 		Coverage: 0x5A3F1C8, Database: "shop", Target: table, Staging: table + "__load",
-		Old: table + "__old", StagingUUID: "5e0c2b1a-0000-4000-8000-000000000001", Attempt: 2,
+		Old: table + "__old", StagingUUID: "5e0c2b1a-0000-4000-8000-000000000001", StaleDatabase: "shop_old", Stale: table + "_v1", Attempt: 2,
 		Rows: 1234567, Bytes: 230_000_000,
 		StartedAt: time.Date(2026, 11, 30, 14, 2, 3, 500_000_001, time.UTC),
 		LastError: `COPY "public"."orders": connection reset`,

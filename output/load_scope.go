@@ -1,0 +1,189 @@
+package output
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/wal"
+)
+
+// A relation's ClickHouse table follows the source only while the output
+// follows the relation: in scope (include/exclude, a name under tables), a
+// table, and logged (an UNLOGGED table's changes are not in the WAL). Every
+// way of not following it leaves a gap of changes the table never saw, so:
+//
+//   - a followed relation that leaves the scope (a configuration change at
+//     a start or reload, a rename out of the include patterns) has its
+//     agreement marked Left: its table keeps its rows, stops following, and
+//     a load in progress is abandoned;
+//   - a relation that starts being followed while its rows are not in
+//     ClickHouse is loaded like a table seen at the first start: one back
+//     in scope after Left, one renamed into scope that was never followed
+//     (a table filled under another name, then renamed into place), one
+//     made LOGGED again. The reload publishes a fresh table; this output's
+//     stale one is dropped once it is (load.Entry.Stale).
+//
+// With initial_load mode none such a table is not loaded: it resumes
+// following from the change, with a warning naming what it misses.
+
+// loadMode is how a relation never (or no longer) followed is loaded: the
+// configured mode, none for an UNLOGGED table (a load would be a snapshot
+// that never moves: its changes are not in the WAL).
+func (o *chOutput) loadMode(d *desclog.Descriptor) load.Mode {
+	mode := o.s.load.modeFor(o.s.tableLoad[qualified(d.Namespace, d.Name)], d.Namespace, d.Name)
+	if mode == "" {
+		mode = load.ModeNone
+	}
+	if d.Persistence == 'u' && mode != load.ModeNone {
+		o.log.Warnf("%s.%s is UNLOGGED: not loaded (its changes are not in the WAL, so its table would never follow the source)", d.Namespace, d.Name)
+		mode = load.ModeNone
+	}
+	return mode
+}
+
+// planLoad records a load of d, whose ClickHouse table does not hold its
+// rows, before its agreement is (re)made: prev is this output's earlier
+// agreement on it (nil: never followed), which the load supersedes. It
+// reports whether a load was planned; why says what happened to the
+// relation, for the log.
+func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why string) (bool, error) {
+	mode := o.loadMode(d)
+	if mode == load.ModeNone {
+		if prev != nil && prev.Left {
+			a := prev.Clone()
+			a.Left = false
+			if err := o.store.Put(a); err != nil {
+				return false, err
+			}
+		}
+		if why != "" {
+			o.log.Warnf("%s.%s %s: with initial_load mode none it is not loaded: %s misses the changes made while it was not followed",
+				d.Namespace, d.Name, why, clickhouse.QuoteQualified(o.targetOf(d.Namespace, d.Name)))
+		}
+		return false, nil
+	}
+	if e, ok := o.loads.ledger.Get(d.Oid); ok && e.Phase != load.PhaseDone && prev == nil {
+		return true, nil // planned before a crash: it goes on
+	}
+	target := o.targetOf(d.Namespace, d.Name)
+	e := load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
+		Database: target.Database, Target: target.Table,
+		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid)}
+	if prev != nil {
+		e.StaleDatabase, e.Stale = prev.Target.Database, prev.Target.Table
+		if prev.Target == target {
+			// Moved aside at the publish, then dropped: a name of its own,
+			// apart from where a foreign table found by the first load went.
+			e.Old = staleName(target.Table, d.Oid)
+		}
+	}
+	// The ledger first: a crash before the agreement is gone still
+	// reloads (the agreement is Left, or gone, at the next start).
+	if err := o.loads.ledger.Put(e); err != nil {
+		return false, fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
+	}
+	if prev != nil {
+		if err := o.store.Delete(d.Oid); err != nil {
+			return false, err
+		}
+		delete(o.tables, d.Oid)
+	}
+	if why != "" {
+		o.log.Infof("%s.%s %s: loading it (%s) into %s", d.Namespace, d.Name, why, mode, clickhouse.QuoteQualified(target))
+	}
+	return true, nil
+}
+
+// leaveScope stops following a relation: its agreement is marked Left
+// (its table stays as it is), or, if its load was not yet published, the
+// load and its delta table are dropped and the relation forgotten, so that
+// it is loaded afresh if it returns.
+func (o *chOutput) leaveScope(ctx context.Context, oid uint32, why string) error {
+	a := o.store.Get(oid)
+	if a == nil || a.Dropped || a.Left {
+		return nil
+	}
+	delete(o.tables, oid)
+	if delta, loading := o.loads.deltaTarget(oid); loading {
+		o.log.Infof("%s.%s %s: its initial load and delta table are dropped", a.Schema, a.Table, why)
+		if err := o.loads.dropped(ctx, oid); err != nil {
+			return err
+		}
+		if a.Target == delta {
+			if err := o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
+				return err
+			}
+		}
+		return o.store.Delete(oid)
+	}
+	next := a.Clone()
+	next.Left = true
+	if err := o.store.Put(next); err != nil {
+		return err
+	}
+	o.log.Warnf("%s.%s %s: %s keeps its rows but no longer follows the source (it is loaded again if the table returns)",
+		a.Schema, a.Table, why, clickhouse.QuoteQualified(a.Target))
+	return nil
+}
+
+// leaveScopeAtStart marks every followed relation the configuration no
+// longer covers (or that is no longer a table) as Left, before the
+// relations in scope are reconciled.
+func (o *chOutput) leaveScopeAtStart(ctx context.Context, log *desclog.Log, at wal.LSN) error {
+	for _, a := range o.store.All() {
+		if a.Dropped || a.Left || (a.DbOid != 0 && a.DbOid != log.Identity().DbOid) {
+			continue
+		}
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, a.Oid, at)
+		if l.Result != desclog.Present || l.Desc == nil {
+			continue // dropped since: its event comes
+		}
+		if o.scope.in(l.Desc.Namespace, l.Desc.Name) && replicable(l.Desc) {
+			continue
+		}
+		if err := o.leaveScope(ctx, a.Oid, fmt.Sprintf("(now %s.%s) is not in the configured scope", l.Desc.Namespace, l.Desc.Name)); err != nil {
+			return fmt.Errorf("%s.%s left the scope: %w", a.Schema, a.Table, err)
+		}
+	}
+	return nil
+}
+
+// persistenceBefore is a relation's persistence in its shape before lsn
+// (0 when the log has no earlier shape).
+func persistenceBefore(log *desclog.Log, oid uint32, lsn wal.LSN) byte {
+	if lsn == 0 {
+		return 0
+	}
+	l := log.DescriptorByOidInDBAt(log.Identity().DbOid, oid, lsn-1)
+	if l.Result != desclog.Present || l.Desc == nil {
+		return 0
+	}
+	return l.Desc.Persistence
+}
+
+// followEvent decides, for a schema event of a relation in scope, whether
+// the relation starts being followed without ClickHouse holding its rows;
+// it returns why (empty: it was followed all along).
+func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descriptor, prev *clickhouse.Agreed, lsn wal.LSN) string {
+	switch {
+	case prev == nil:
+		if event == desclog.EventChanged.String() {
+			return "entered the scope (it was not followed before)"
+		}
+	case prev.Dropped:
+	case o.loads.loading(d.Oid):
+		// Its load in progress starts over (invalidate) with a snapshot
+		// that sees every row.
+	case prev.Left:
+		return "returned to the scope"
+	case d.Persistence != 'u' && persistenceBefore(log, d.Oid, lsn) == 'u':
+		return "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
+	case d.Persistence == 'u' && persistenceBefore(log, d.Oid, lsn) != 'u':
+		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (which reloads it)",
+			d.Namespace, d.Name, lsn, clickhouse.QuoteQualified(prev.Target))
+	}
+	return ""
+}

@@ -1,0 +1,114 @@
+package output_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/load"
+)
+
+// TestLoadOnScopeChange: a table whose ClickHouse table stopped following
+// it, or never did, is loaded when it starts being followed, and ends up
+// equal to the source — never a silent gap:
+//   - renamed out of the include patterns and back while running (its
+//     changes in between reach ClickHouse through the reload);
+//   - filled under an excluded name, then renamed into place;
+//   - UNLOGGED at the first start, then made LOGGED;
+//   - excluded by the configuration for one run, changed meanwhile, then
+//     included again at the next start.
+func TestLoadOnScopeChange(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE sc_back (id int PRIMARY KEY, v text);
+		INSERT INTO sc_back SELECT g, 'v' || g FROM generate_series(1, 2000) g;
+		CREATE TABLE sc_fill_tmp (id int PRIMARY KEY, v text);
+		INSERT INTO sc_fill_tmp SELECT g, 'f' || g FROM generate_series(1, 3000) g;
+		CREATE UNLOGGED TABLE sc_unlogged (id int PRIMARY KEY, v text);
+		INSERT INTO sc_unlogged SELECT g, 'u' || g FROM generate_series(1, 500) g`)
+	const cfg = `initial_load: { mode: copy }
+exclude: [ "public.*_tmp" ]`
+	logs := &logLines{}
+	run := r.startLogged(t, cfg, logs)
+	r.waitLoadsDone(t, run, logs, 1, 2*time.Minute)
+	backOid := r.relOid(t, "sc_back")
+
+	// Out of scope by a rename: changes made meanwhile are not streamed.
+	r.src.Exec(t, `ALTER TABLE sc_back RENAME TO sc_back_tmp`)
+	logs.waitLog(t, "keeps its rows but no longer follows the source", ddlWait)
+	r.src.Exec(t, `UPDATE sc_back_tmp SET v = 'while out' WHERE id % 3 = 0;
+		DELETE FROM sc_back_tmp WHERE id % 7 = 0;
+		INSERT INTO sc_back_tmp SELECT g, 'new' FROM generate_series(3001, 3100) g`)
+	// Back in scope: reloaded.
+	r.src.Exec(t, `ALTER TABLE sc_back_tmp RENAME TO sc_back;
+		UPDATE sc_back SET v = 'after return' WHERE id % 5 = 0`)
+	// Filled under an excluded name, renamed into place.
+	r.src.Exec(t, `ALTER TABLE sc_fill_tmp RENAME TO sc_fill;
+		INSERT INTO sc_fill VALUES (5000, 'after rename');
+		DELETE FROM sc_fill WHERE id <= 10`)
+	// UNLOGGED rows are not in the WAL: SET LOGGED reloads.
+	r.src.Exec(t, `ALTER TABLE sc_unlogged SET LOGGED;
+		UPDATE sc_unlogged SET v = 'logged' WHERE id <= 20`)
+	logs.waitLog(t, "sc_back returned to the scope", ddlWait)
+	logs.waitLog(t, "sc_fill entered the scope", ddlWait)
+	logs.waitLog(t, "sc_unlogged was made LOGGED", ddlWait)
+	r.waitLoadsDone(t, run, logs, 3, 2*time.Minute)
+	r.src.Exec(t, "CREATE TABLE sc_marker (id int PRIMARY KEY); INSERT INTO sc_marker VALUES (1)")
+	r.waitCH(t, run, liveCountSQL("public", "sc_marker"), "1", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+	r.assertNoLoadTables(t)
+	e := r.ledgerEntry(t, backOid)
+	if e.Stale != chTableName("public", "sc_back") {
+		t.Errorf("sc_back's reload superseded %q, want its own table", e.Stale)
+	}
+
+	// Excluded by the configuration for one run, changed meanwhile.
+	logs2 := &logLines{}
+	run = r.startLogged(t, `initial_load: { mode: copy }
+exclude: [ "public.*_tmp", "public.sc_back" ]`, logs2)
+	logs2.waitLog(t, "sc_back (now public.sc_back) is not in the configured scope", ddlWait)
+	r.src.Exec(t, `UPDATE sc_back SET v = 'while excluded' WHERE id % 4 = 0;
+		DELETE FROM sc_back WHERE id % 11 = 0;
+		INSERT INTO sc_marker VALUES (2)`)
+	r.waitCH(t, run, liveCountSQL("public", "sc_marker"), "2", ddlWait)
+	run.stop(t)
+	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE v = 'while excluded' AND _is_deleted = 0", chTable("public", "sc_back"))); got != "0" {
+		t.Errorf("%s rows of an excluded table's changes reached ClickHouse", got)
+	}
+	logs3 := &logLines{}
+	run = r.startLogged(t, cfg, logs3)
+	logs3.waitLog(t, "sc_back returned to the configured scope", ddlWait)
+	r.waitLoadsDone(t, run, logs3, 3, 2*time.Minute)
+	r.src.Exec(t, "INSERT INTO sc_marker VALUES (3)")
+	r.waitCH(t, run, liveCountSQL("public", "sc_marker"), "3", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+	r.assertNoLoadTables(t)
+	if !strings.Contains(logs3.String(), "the earlier table of it that had stopped following the source") {
+		t.Errorf("no log line for the stale table's drop:\n%s", tail(logs3.String(), 3000))
+	}
+}
+
+// assertNoLoadTables: no staging, delta or stale table is left.
+func (r *rig) assertNoLoadTables(t *testing.T) {
+	t.Helper()
+	if n := r.ch.HTTPQuery(t, "SELECT groupArray(name) FROM system.tables WHERE database = 'walshadow_test' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsdelta_%' OR name LIKE '%__wsstale_%')"); n != "[]" {
+		t.Errorf("load tables left on ClickHouse: %s", n)
+	}
+}
+
+// ledgerEntry is oid's entry in the stopped output's load ledger.
+func (r *rig) ledgerEntry(t *testing.T, oid uint32) load.Entry {
+	t.Helper()
+	l, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := l.Get(oid)
+	if !ok {
+		t.Fatalf("no load of oid %d in the ledger", oid)
+	}
+	return e
+}
