@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
@@ -149,6 +150,10 @@ type statusReport struct {
 
 	loads    []load.Entry // the output's initial loads
 	loadsErr error
+	// left: relations whose ClickHouse tables no longer follow them
+	// (they left the output's scope).
+	left    []*clickhouse.Agreed
+	leftErr error
 }
 
 type shadowStatus struct {
@@ -202,6 +207,15 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 		rep.loadsErr = err
 	} else {
 		rep.loads = ledger.All()
+	}
+	if agreed, err := clickhouse.ReadAgreed(chDir); err != nil {
+		rep.leftErr = err
+	} else {
+		for _, a := range agreed {
+			if a.Left && !a.Dropped {
+				rep.left = append(rep.left, a)
+			}
+		}
 	}
 	if t.SourceDSN != "" {
 		rep.src = querySource(ctx, t.SourceDSN, t.SlotName)
@@ -478,6 +492,7 @@ func (r *statusReport) write(out io.Writer) error {
 	}
 
 	r.writeLoads(w)
+	r.writeLeft(w)
 
 	if s := r.src; s != nil {
 		fmt.Fprintln(w)
@@ -557,6 +572,21 @@ func (r *statusReport) writeLoads(w io.Writer) {
 			line += "; last error: " + e.LastError
 		}
 		fmt.Fprintf(w, "%s.%s\t%s\n", e.Schema, e.Table, line)
+	}
+}
+
+// writeLeft lists the tables that no longer follow their relations.
+func (r *statusReport) writeLeft(w io.Writer) {
+	if r.leftErr != nil {
+		fmt.Fprintf(w, "\nNOT FOLLOWED\t%v\n", r.leftErr)
+		return
+	}
+	if len(r.left) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nNOT FOLLOWED\t%d table(s) left the scope: they keep their rows, no longer follow the source, and are loaded again if it returns\n", len(r.left))
+	for _, a := range r.left {
+		fmt.Fprintf(w, "%s.%s\t%s (oid %d)\n", a.Schema, a.Table, clickhouse.QuoteQualified(a.Target), a.Oid)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
@@ -109,6 +110,19 @@ func TestStatusReport(t *testing.T) {
 		}
 	}
 
+	store, err := clickhouse.OpenStore(chDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*clickhouse.Agreed{
+		{Oid: 16400, Schema: "public", Table: "archived", Left: true, Target: clickhouse.Target{Database: "shop", Table: "public.archived"}},
+		{Oid: 16401, Schema: "public", Table: "followed", Target: clickhouse.Target{Database: "shop", Table: "public.followed"}},
+	} {
+		if err := store.Put(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
@@ -136,10 +150,15 @@ func TestStatusReport(t *testing.T) {
 		line(`INITIAL LOADS\s+1 of 2 done`),
 		line(`public\.pgbench_accounts\s+copy, done, rows tagged _lsn 0/03000027: 200000 rows, 20\.0 MiB \(20971520 B\) in 12 s`),
 		line(`public\.big\s+base_backup, loading: attempt 2, started 1 min 3\d s ago; last error: reading the base backup: connection reset`),
+		line(`NOT FOLLOWED\s+1 table\(s\) left the scope: .*`),
+		line("public\\.archived\\s+`shop`\\.`public\\.archived` \\(oid 16400\\)"),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "public.followed") {
+		t.Errorf("a followed table listed as not followed:\n%s", out)
 	}
 	if strings.Contains(out, "SOURCE") || strings.Contains(out, "source →") {
 		t.Errorf("source lines without a source DSN:\n%s", out)

@@ -128,6 +128,25 @@ func OpenStore(dir string) (*Store, error) {
 	return s, nil
 }
 
+// ReadAgreed reads the agreements of the store in dir without opening it:
+// no directory is created and no temp file removed, so it is safe while a
+// walshadow owns the store (walshadow status). No file: none.
+func ReadAgreed(dir string) ([]*Agreed, error) {
+	path := filepath.Join(dir, baselineFileName)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading baseline %s: %w", path, err)
+	}
+	list, err := decodeBaseline(data)
+	if err != nil {
+		return nil, fmt.Errorf("baseline %s: %w", path, err)
+	}
+	return list, nil
+}
+
 // decodeBaseline checks and decodes a baseline file's contents.
 func decodeBaseline(data []byte) ([]*Agreed, error) {
 	if len(data) == 0 {
