@@ -34,7 +34,7 @@ const (
 func initialLoadField() *service.ConfigField {
 	return service.NewObjectField(fieldInitialLoad,
 		service.NewStringEnumField(fieldLoadMode, string(load.ModeCopy), string(load.ModeBaseBackup), string(load.ModeNone)).
-			Description("How tables in scope that this output has never written are filled with the rows they already hold: `copy` (COPY ... TO STDOUT (FORMAT binary) in one snapshot per table), `base_backup` (a page walk over a BASE_BACKUP of the source: no query load, one backup for every table loaded together; tables without a key are copied instead), `none` (only changes from now on).").
+			Description("How tables in scope that this output has never written are filled with the rows they already hold: `copy` (COPY ... TO STDOUT (FORMAT binary) in one snapshot per table), `base_backup` (a page walk over a BASE_BACKUP of the source: no query load, one backup for every table loaded together; tables without a key are copied instead), `none` (only changes from now on). Tables that start being followed while ClickHouse lacks their rows are loaded the same way: back in scope after leaving it (a config change, or a rename out of and back into the `include` patterns), renamed into scope from an excluded name, or made LOGGED after being UNLOGGED.").
 			Default(string(load.ModeCopy)),
 		service.NewIntField(fieldLoadWorkers).
 			Description("Tables, and ctid ranges of large tables, loaded in parallel (each a source connection).").
