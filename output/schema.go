@@ -202,11 +202,17 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 			}
 			return nil
 		}
-		if prev != nil && prev.ValidFrom >= c.lsn {
+		// Whether it starts being followed is decided before the replay
+		// check: at a start the agreements are on the newest shapes, so
+		// the events between the resume point and those shapes replay,
+		// and a table that came back (or was made LOGGED) among them still
+		// needs its load.
+		why := o.followEvent(log, event, d, prev, c.lsn)
+		if why == "" && prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
 		}
 		loadNow := false
-		if why := o.followEvent(log, event, d, prev, c.lsn); why != "" {
+		if why != "" {
 			if o.loads.running(d.Oid) {
 				// An abandoned load of it is still stopping: its goroutine
 				// would discard the new one's ledger entry.
