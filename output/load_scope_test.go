@@ -17,6 +17,7 @@ import (
 //     changes in between reach ClickHouse through the reload);
 //   - filled under an excluded name, then renamed into place;
 //   - UNLOGGED at the first start, then made LOGGED;
+//   - (renamed within the scope: no load; its table is renamed along);
 //   - excluded by the configuration for one run, changed meanwhile, then
 //     included again at the next start.
 func TestLoadOnScopeChange(t *testing.T) {
@@ -54,11 +55,21 @@ exclude: [ "public.*_tmp" ]`
 	logs.waitLog(t, "sc_fill entered the scope", ddlWait)
 	logs.waitLog(t, "sc_unlogged was made LOGGED", ddlWait)
 	r.waitLoadsDone(t, run, logs, 3, 2*time.Minute)
+	// A rename within the scope loads nothing.
+	r.src.Exec(t, `ALTER TABLE sc_fill RENAME TO sc_fill_renamed;
+		INSERT INTO sc_fill_renamed VALUES (5001, 'after second rename')`)
 	r.src.Exec(t, "CREATE TABLE sc_marker (id int PRIMARY KEY); INSERT INTO sc_marker VALUES (1)")
 	r.waitCH(t, run, liveCountSQL("public", "sc_marker"), "1", ddlWait)
 	run.stop(t)
 	r.compareAll(t)
 	r.assertNoLoadTables(t)
+	if strings.Contains(logs.String(), "sc_fill_renamed entered") || strings.Contains(logs.String(), "sc_fill_renamed returned") {
+		t.Errorf("a rename within the scope reloaded the table")
+	}
+	// Its ClickHouse table follows the name (as at any shape change).
+	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE id = 5001 AND _is_deleted = 0", chTable("public", "sc_fill_renamed"))); got != "1" {
+		t.Errorf("the row inserted after a rename within the scope: %s in %s, want 1", got, chTable("public", "sc_fill_renamed"))
+	}
 	e := r.ledgerEntry(t, backOid)
 	if e.Stale != chTableName("public", "sc_back") {
 		t.Errorf("sc_back's reload superseded %q, want its own table", e.Stale)
