@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 )
 
@@ -122,4 +123,53 @@ func (r *rig) ledgerEntry(t *testing.T, oid uint32) load.Entry {
 		t.Fatalf("no load of oid %d in the ledger", oid)
 	}
 	return e
+}
+
+// TestScopeReturnWithoutLoad: with initial_load mode none a table back in
+// scope is not loaded; it follows again from its return, and the log says
+// what its ClickHouse table misses.
+func TestScopeReturnWithoutLoad(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE sn_t (id int PRIMARY KEY, v text)`)
+	const cfg = `initial_load: { mode: none }
+exclude: [ "public.*_tmp" ]`
+	logs := &logLines{}
+	run := r.startLogged(t, cfg, logs)
+	for _, sql := range []string{ // one transaction each
+		`INSERT INTO sn_t SELECT g, 'v' FROM generate_series(1, 10) g`,
+		`ALTER TABLE sn_t RENAME TO sn_t_tmp`,
+		`INSERT INTO sn_t_tmp VALUES (11, 'missed')`,
+		`ALTER TABLE sn_t_tmp RENAME TO sn_t`,
+		`INSERT INTO sn_t VALUES (12, 'after')`,
+	} {
+		r.src.Exec(t, sql)
+	}
+	logs.waitLog(t, "sn_t returned to the scope", ddlWait)
+	r.waitCH(t, run, liveCountSQL("public", "sn_t"), "11", ddlWait)
+	run.stop(t)
+	if !strings.Contains(logs.String(), "misses the changes made while it was not followed") {
+		t.Errorf("no warning naming the missed changes:\n%s", tail(logs.String(), 3000))
+	}
+	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE id = 11", chTable("public", "sn_t"))); got != "0" {
+		t.Errorf("the row inserted while out of scope reached ClickHouse without a load: %s", got)
+	}
+	if a := r.agreement(t, r.relOid(t, "sn_t")); a.Left {
+		t.Errorf("the agreement of a table followed again is still Left")
+	}
+}
+
+// agreement is oid's agreement in the stopped output's store.
+func (r *rig) agreement(t *testing.T, oid uint32) *clickhouse.Agreed {
+	t.Helper()
+	list, err := clickhouse.ReadAgreed(filepath.Join(r.stateDir, "clickhouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range list {
+		if a.Oid == oid {
+			return a
+		}
+	}
+	t.Fatalf("no agreement on oid %d", oid)
+	return nil
 }
