@@ -47,26 +47,26 @@ func (o *chOutput) loadMode(d *desclog.Descriptor) load.Mode {
 // planLoad records a load of d, whose ClickHouse table does not hold its
 // rows, before its agreement is (re)made: prev is this output's earlier
 // agreement on it (nil: never followed), which the load supersedes. It
-// reports whether a load was planned; why says what happened to the
+// returns the planned load (false: none); why says what happened to the
 // relation, for the log.
-func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why string) (bool, error) {
+func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why string) (load.Entry, bool, error) {
 	mode := o.loadMode(d)
 	if mode == load.ModeNone {
 		if prev != nil && prev.Left {
 			a := prev.Clone()
 			a.Left = false
 			if err := o.store.Put(a); err != nil {
-				return false, err
+				return load.Entry{}, false, err
 			}
 		}
 		if why != "" {
 			o.log.Warnf("%s.%s %s: with initial_load mode none it is not loaded: %s misses the changes made while it was not followed",
 				d.Namespace, d.Name, why, clickhouse.QuoteQualified(o.targetOf(d.Namespace, d.Name)))
 		}
-		return false, nil
+		return load.Entry{}, false, nil
 	}
 	if e, ok := o.loads.ledger.Get(d.Oid); ok && e.Phase != load.PhaseDone && prev == nil {
-		return true, nil // planned before a crash: it goes on
+		return e, true, nil // planned before a crash: it goes on
 	}
 	target := o.targetOf(d.Namespace, d.Name)
 	e := load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
@@ -83,18 +83,18 @@ func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why 
 	// The ledger first: a crash before the agreement is gone still
 	// reloads (the agreement is Left, or gone, at the next start).
 	if err := o.loads.ledger.Put(e); err != nil {
-		return false, fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
+		return load.Entry{}, false, fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
 	}
 	if prev != nil {
 		if err := o.store.Delete(d.Oid); err != nil {
-			return false, err
+			return load.Entry{}, false, err
 		}
 		delete(o.tables, d.Oid)
 	}
 	if why != "" {
 		o.log.Infof("%s.%s %s: loading it (%s) into %s", d.Namespace, d.Name, why, mode, clickhouse.QuoteQualified(target))
 	}
-	return true, nil
+	return e, true, nil
 }
 
 // leaveScope stops following a relation: its agreement is marked Left
@@ -173,15 +173,21 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 		if event == desclog.EventChanged.String() {
 			return "entered the scope (it was not followed before)"
 		}
+		return ""
 	case prev.Dropped:
+		return ""
 	case o.loads.loading(d.Oid):
 		// Its load in progress starts over (invalidate) with a snapshot
 		// that sees every row.
+		return ""
 	case prev.Left:
 		return "returned to the scope"
-	case d.Persistence != 'u' && persistenceBefore(log, d.Oid, lsn) == 'u':
+	}
+	wasUnlogged := persistenceBefore(log, d.Oid, lsn) == 'u'
+	switch {
+	case wasUnlogged && d.Persistence != 'u':
 		return "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
-	case d.Persistence == 'u' && persistenceBefore(log, d.Oid, lsn) != 'u':
+	case !wasUnlogged && d.Persistence == 'u':
 		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (which reloads it)",
 			d.Namespace, d.Name, lsn, clickhouse.QuoteQualified(prev.Target))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
 )
@@ -211,6 +212,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if why == "" && prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
 		}
+		var planned load.Entry
 		loadNow := false
 		if why != "" {
 			if o.loads.running(d.Oid) {
@@ -219,7 +221,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 				return fmt.Errorf("%s.%s %s at %s while its earlier initial load is still stopping: retrying", d.Namespace, d.Name, why, c.lsn)
 			}
 			var err error
-			if loadNow, err = o.planLoad(d, prev, why+" at "+c.lsn.String()); err != nil {
+			if planned, loadNow, err = o.planLoad(d, prev, why+" at "+c.lsn.String()); err != nil {
 				return err
 			}
 		}
@@ -228,9 +230,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		}
 		o.loads.invalidate(d.Oid)
 		if loadNow {
-			if e, ok := o.loads.ledger.Get(d.Oid); ok {
-				o.loads.launch(e)
-			}
+			o.loads.launch(planned)
 		}
 		return nil
 	case desclog.EventDropped.String():
@@ -330,7 +330,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			if prev != nil {
 				why = "returned to the configured scope"
 			}
-			if _, err := o.planLoad(l.Desc, prev, why); err != nil {
+			if _, _, err := o.planLoad(l.Desc, prev, why); err != nil {
 				return err
 			}
 		}
