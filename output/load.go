@@ -123,6 +123,13 @@ func (l *loader) setFilter(oid uint32, snap pgSnapshot) {
 	l.nfilters.Store(int32(len(l.filters)))
 }
 
+// dropFilterLocked forgets oid's snapshot (l.mu held), keeping nfilters
+// equal to len(filters).
+func (l *loader) dropFilterLocked(oid uint32) {
+	delete(l.filters, oid)
+	l.nfilters.Store(int32(len(l.filters)))
+}
+
 // reflected reports whether the streamed transaction xid, committed at
 // commit, is in the load of oid: committed before the load's snapshot was
 // taken and seen by it. Its changes are then skipped (its rows are loaded;
@@ -146,10 +153,9 @@ func (l *loader) prune(writtenBefore wal.LSN) {
 	defer l.mu.Unlock()
 	for oid, snap := range l.filters {
 		if snap.seenBy <= writtenBefore {
-			delete(l.filters, oid)
+			l.dropFilterLocked(oid)
 		}
 	}
-	l.nfilters.Store(int32(len(l.filters)))
 }
 
 // close stops every load (they resume from the ledger at the next start).
@@ -437,8 +443,7 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 		}
 	}
 	l.mu.Lock()
-	delete(l.filters, e.Oid) // a new attempt takes a new snapshot
-	l.nfilters.Store(int32(len(l.filters)))
+	l.dropFilterLocked(e.Oid) // a new attempt takes a new snapshot
 	l.mu.Unlock()
 	e.Snapshot, e.SeenBy = "", 0
 	e.Attempt++
