@@ -103,14 +103,6 @@ exclude: [ "public.*_tmp", "public.sc_back" ]`, logs2)
 	}
 }
 
-// assertNoLoadTables: no staging, delta or stale table is left.
-func (r *rig) assertNoLoadTables(t *testing.T) {
-	t.Helper()
-	if n := r.ch.HTTPQuery(t, "SELECT groupArray(name) FROM system.tables WHERE database = 'walshadow_test' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsdelta_%' OR name LIKE '%__wsstale_%')"); n != "[]" {
-		t.Errorf("load tables left on ClickHouse: %s", n)
-	}
-}
-
 // ledgerEntry is oid's entry in the stopped output's load ledger.
 func (r *rig) ledgerEntry(t *testing.T, oid uint32) load.Entry {
 	t.Helper()

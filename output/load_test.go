@@ -102,15 +102,21 @@ func testInitialLoad(t *testing.T, mode load.Mode) {
 		t.Log(r.ch.HTTPQuery(t, "SELECT a, b, _lsn, _xid, _seq, _is_deleted FROM walshadow_test.`public.ld_log` FINAL WHERE b = 'late' ORDER BY a LIMIT 40 FORMAT TSV"))
 		t.Log(r.src.QueryString(t, "SELECT string_agg(a::text || ' ' || xmin::text, ', ' ORDER BY a) FROM ld_log WHERE b = 'late'"))
 	}
-	if n := r.ch.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'walshadow_test' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsdelta_%')"); n != "0" {
-		t.Errorf("%s staging or delta tables left on ClickHouse", n)
-	}
+	r.assertNoLoadTables(t)
 	// The table that held ld_empty's name before walshadow is kept aside.
 	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM walshadow_test.`public.ld_empty__wsreplaced_%d`", r.relOid(t, "ld_empty"))); got != "1" {
 		t.Errorf("the table found under ld_empty's name: %s rows kept aside, want 1", got)
 	}
 	if !strings.Contains(logs.String(), "initial load of public.ld_keyed published") {
 		t.Errorf("no publish log line for ld_keyed")
+	}
+}
+
+// assertNoLoadTables: no staging, delta or stale table is left.
+func (r *rig) assertNoLoadTables(t *testing.T) {
+	t.Helper()
+	if n := r.ch.HTTPQuery(t, "SELECT groupArray(name) FROM system.tables WHERE database = 'walshadow_test' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsdelta_%' OR name LIKE '%__wsstale_%')"); n != "[]" {
+		t.Errorf("load tables left on ClickHouse: %s", n)
 	}
 }
 

@@ -491,10 +491,9 @@ type loadStats struct {
 	mode        load.Mode
 	rows, bytes int64
 	wall        time.Duration
-	sourceCPU   float64       // from the pipeline's start to the load's end
-	cpuWindow   time.Duration // the time sourceCPU covers
-	loadCPU     float64       // the load's own backends (COPY connections, BASE_BACKUP walsender)
-	tableBytes  int64         // the loaded tables' size on the source (pg_table_size)
+	sourceCPU   float64 // from the pipeline's start to the load's end
+	loadCPU     float64 // the load's own backends (COPY connections, BASE_BACKUP walsender)
+	tableBytes  int64   // the loaded tables' size on the source (pg_table_size)
 }
 
 func summarizeLoad(mode load.Mode, entries map[uint32]load.Entry, tables []sourceTable) loadStats {
