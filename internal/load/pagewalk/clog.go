@@ -103,16 +103,17 @@ const clogPages = (1 << 32) / (BlockSize * clogXactsPerByte)
 // less than half the space. The held pages are listed once (the walk asks
 // for every tuple whose page is missing).
 func (s *slru) beyondNewest(page uint64) bool {
+	if len(s.segs) == 0 {
+		return false
+	}
 	if s.pages == nil {
+		s.pages = []uint64{} // listed, even when no segment holds a whole page
 		for seg, data := range s.segs {
 			first := uint64(seg) * slruPagesPerSegment
 			for i := range uint64(len(data) / BlockSize) {
 				s.pages = append(s.pages, first+i)
 			}
 		}
-	}
-	if len(s.segs) == 0 {
-		return false
 	}
 	for _, held := range s.pages {
 		if ahead := (held - page + clogPages) % clogPages; ahead > 0 && ahead < clogPages/2 {
