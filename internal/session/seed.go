@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,8 +60,8 @@ func seedFromShadowDir(t *filter.CatalogTracker, shadowDir string, relocated []s
 // seedCatalogs seeds the live filter: relation maps from the shadow's data
 // directory (as of its last replay) and relocated catalogs as the source has
 // them now.
-func seedCatalogs(ctx context.Context, t *filter.CatalogTracker, shadowDir, sourceDSN string) error {
-	relocated, err := shadow.QueryRelocatedCatalogs(ctx, sourceDSN)
+func seedCatalogs(ctx context.Context, t *filter.CatalogTracker, shadowDir, sourceDSN string, log *slog.Logger) error {
+	relocated, err := shadow.QueryRelocatedCatalogs(ctx, sourceDSN, log)
 	if err != nil {
 		return fmt.Errorf("reading the source's catalog filenodes: %w", err)
 	}

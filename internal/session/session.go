@@ -423,7 +423,7 @@ func (s *Session) start(ctx context.Context) error {
 
 	// 7. The filter, seeded with the catalogs' current filenodes, and the pump.
 	p.filter = filter.New(filter.Config{DbOid: boot.FollowedDBOID})
-	if err := seedCatalogs(ctx, p.filter.Tracker(), s.shadowDir(), s.cfg.SourceDSN); err != nil {
+	if err := seedCatalogs(ctx, p.filter.Tracker(), s.shadowDir(), s.cfg.SourceDSN, s.log); err != nil {
 		return err
 	}
 	prefix := s.filteredStartSegment(p, start)

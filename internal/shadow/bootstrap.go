@@ -144,7 +144,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*BootstrapResult, erro
 		}
 	}
 
-	facts, err := querySource(ctx, cfg.SourceDSN, cfg.FollowedDB)
+	facts, err := querySource(ctx, cfg.SourceDSN, cfg.FollowedDB, log)
 	if err != nil {
 		return nil, fmt.Errorf("shadow bootstrap: %w", err)
 	}
@@ -307,7 +307,11 @@ WHERE d.datname = current_database()
   AND c.oid < 16384 AND NOT c.relisshared
   AND pg_relation_filenode(c.oid) >= 16384`
 
-func querySource(ctx context.Context, dsn, followedDB string) (*sourceFacts, error) {
+// querySource reads the source's version, its bootstrap superuser, the
+// followed database's OID and every connectable database's relocated
+// catalogs. A database dropped between the listing and the connection to it
+// is skipped (see forEachDatabase); the followed one is not.
+func querySource(ctx context.Context, dsn, followedDB string, log *slog.Logger) (*sourceFacts, error) {
 	base, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the source DSN: %w", err)
@@ -325,33 +329,29 @@ func querySource(ctx context.Context, dsn, followedDB string) (*sourceFacts, err
 	if facts.versionNum < 150000 {
 		return nil, fmt.Errorf("the source runs server_version_num %d; walshadow needs PostgreSQL 15 or later", facts.versionNum)
 	}
-	type database struct {
-		oid  uint32
-		name string
-	}
-	var dbs []database
-	rows, err := conn.Query(ctx, "SELECT oid, datname FROM pg_database WHERE datallowconn ORDER BY oid")
+	dbs, err := listDatabases(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("listing the source's databases: %w", err)
-	}
-	for rows.Next() {
-		var d database
-		if err := rows.Scan(&d.oid, &d.name); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("listing the source's databases: %w", err)
-		}
-		dbs = append(dbs, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing the source's databases: %w", err)
+		return nil, err
 	}
 	found := followedDB == ""
 	for _, d := range dbs {
 		if d.name == followedDB {
 			facts.followedOID, found = d.oid, true
 		}
-		if err := queryRelocated(ctx, base, d.name, d.oid, facts.relocated); err != nil {
-			return nil, err
+	}
+	skipped, err := forEachDatabase(ctx, dbs, log,
+		func(ctx context.Context, d sourceDatabase) error {
+			return queryRelocated(ctx, base, d.name, d.oid, facts.relocated)
+		},
+		func(ctx context.Context, oid uint32) (string, bool, error) {
+			return lookUpDatabase(ctx, conn, oid)
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range skipped {
+		if followedDB != "" && d.oid == facts.followedOID {
+			return nil, fmt.Errorf("the followed database %q was dropped on the source while walshadow started", followedDB)
 		}
 	}
 	if !found {
@@ -368,6 +368,16 @@ func queryRelocated(ctx context.Context, base *pgx.ConnConfig, dbName string, db
 		return fmt.Errorf("connecting to source database %q for its catalog filenodes: %w", dbName, err)
 	}
 	defer conn.Close(context.Background())
+	// The name may have moved to another database since the listing (the
+	// listed one dropped or renamed, another created or renamed to it):
+	// its filenodes are not dbOID's.
+	var oid uint32
+	if err := conn.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = current_database()").Scan(&oid); err != nil {
+		return fmt.Errorf("querying the OID of source database %q: %w", dbName, err)
+	}
+	if oid != dbOID {
+		return fmt.Errorf("source database %q is OID %d, listed as %d a moment ago", dbName, oid, dbOID)
+	}
 	rows, err := conn.Query(ctx, relocatedCatalogQuery)
 	if err != nil {
 		return fmt.Errorf("querying catalog filenodes of source database %q: %w", dbName, err)
