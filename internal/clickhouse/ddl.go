@@ -267,6 +267,23 @@ func DropColumn(d Dialect, target Target, name string) (sql string, mustCheckExi
 	return "ALTER TABLE " + QuoteQualified(target) + " DROP COLUMN " + ifExists + QuoteIdent(name), !d.IfNotExistsColumns, nil
 }
 
+// ModifyColumn renders ALTER TABLE ... MODIFY COLUMN to col's type (and
+// DEFAULT, when col has one: a MODIFY COLUMN without one would leave the
+// old type's expression, or none, depending on the server). It is emitted
+// only for a column ClickHouse holds with the old type, so it takes no IF
+// EXISTS on servers without it; on others IF EXISTS makes a replay of a
+// column dropped meanwhile harmless.
+func ModifyColumn(d Dialect, target Target, col ColumnSpec) (string, error) {
+	if err := ValidateName(fmt.Sprintf("column %q of %s", col.Name, QuoteQualified(target)), col.Name); err != nil {
+		return "", err
+	}
+	ifExists := ""
+	if d.IfNotExistsColumns {
+		ifExists = "IF EXISTS "
+	}
+	return "ALTER TABLE " + QuoteQualified(target) + " MODIFY COLUMN " + ifExists + col.definition(), nil
+}
+
 // RenameTable renders RENAME TABLE, which moves a table between databases
 // too (18.16 accepts it for ordinary databases).
 func RenameTable(from, to Target) (string, error) {
@@ -282,19 +299,29 @@ func TruncateTable(target Target) string { return "TRUNCATE TABLE IF EXISTS " + 
 // DropTable renders DROP TABLE IF EXISTS.
 func DropTable(target Target) string { return "DROP TABLE IF EXISTS " + QuoteQualified(target) }
 
-// ErrTypeChange marks a refused column type change.
+// ErrTypeChange marks a column type change ClickHouse cannot take in
+// place: refused (RefuseTypeChange), or to be applied by reloading the
+// table (a TypeChangeError with a Reason).
 var ErrTypeChange = errors.New("column type changes are not replicated")
 
-// TypeChangeError is the refusal of a source column's type change: no SQL
-// exists for it, the caller logs and counts it.
+// TypeChangeError is a source column's type change no SQL applies exactly.
+// With a Reason (Plan.Reload) the table is to be reloaded under its new
+// shape; without one it is a refusal the caller logs and counts.
 type TypeChangeError struct {
 	Source, Column   string
 	OldType, NewType string // ClickHouse types
 	// The source's types (format_type), when known.
 	OldSourceType, NewSourceType string
+	// Reason says why ClickHouse's column cannot be converted in place
+	// (ClassifyTypeChange); "" for a plain refusal.
+	Reason string
 }
 
 func (e *TypeChangeError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("column %q of %s changed type from %s (ClickHouse %s) to %s (ClickHouse %s): %s; the table needs a reload under its new shape",
+			e.Column, e.Source, e.OldSourceType, e.OldType, e.NewSourceType, e.NewType, e.Reason)
+	}
 	if e.OldSourceType != "" {
 		return fmt.Sprintf("column %q of %s changed type from %s (ClickHouse %s) to %s (ClickHouse %s): %v; the output stops at this change, ClickHouse keeps the column as it is",
 			e.Column, e.Source, e.OldSourceType, e.OldType, e.NewSourceType, e.NewType, ErrTypeChange)

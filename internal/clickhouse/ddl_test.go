@@ -161,6 +161,10 @@ func goldenStatements(t *testing.T, d Dialect) []string {
 	emitResult("ancient DEFAULT 1900-01-01", err)
 	emit(RenameColumn(d, every, "c_text", "c_text_renamed"))
 	emitFlag(DropColumn(d, every, "c_money"))
+	emit(ModifyColumn(d, every, ColumnSpec{Name: "c_integer", Type: ColumnType{Type: "Int64", Repr: ReprInt}, Nullable: true}))
+	emit(ModifyColumn(d, weird, ColumnSpec{Name: "n`o\\te", Type: ColumnType{Type: "Decimal(14, 4)", Repr: ReprDecimal, Precision: 14, Scale: 4},
+		Default: "CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4))"}))
+	emit(ModifyColumn(d, every, ColumnSpec{Name: "bad\x00", Type: ColumnType{Type: "Int64", Repr: ReprInt}}))
 	out = append(out, TruncateTable(every)+";", DropTable(every)+";")
 	emitResult("type change", RefuseTypeChange("public.every_type", "c_integer", "integer", "bigint"))
 	return out

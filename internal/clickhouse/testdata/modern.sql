@@ -104,6 +104,12 @@ ALTER TABLE `walshadow`.`public.every_type` RENAME COLUMN IF EXISTS `c_text` TO 
 
 ALTER TABLE `walshadow`.`public.every_type` DROP COLUMN IF EXISTS `c_money`;
 
+ALTER TABLE `walshadow`.`public.every_type` MODIFY COLUMN IF EXISTS `c_integer` Nullable(Int64);
+
+ALTER TABLE `walshadow`.`we\`ird\\schema.t%2Ea%25ble` MODIFY COLUMN IF EXISTS `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
+
+-- error: column "bad\x00" of `walshadow`.`public.every_type`: name "bad\x00" contains control character U+0000
+
 TRUNCATE TABLE IF EXISTS `walshadow`.`public.every_type`;
 
 DROP TABLE IF EXISTS `walshadow`.`public.every_type`;
