@@ -37,7 +37,9 @@
 //	      "bytes": 230000000,
 //	      "started_at": "2026-11-30T14:02:03.5Z", RFC 3339 with nanoseconds, UTC; optional
 //	      "finished_at": "2026-11-30T14:09:41Z",  optional
-//	      "last_error": "…"                      optional
+//	      "last_error": "…",                     optional
+//	      "reason": "failed at 0/5A3F000: …",    optional: why a followed table is loaded again
+//	      "failed_at_lsn": "0/5A3F000"           optional: the change a failed table could not take
 //	    }
 //	  ],
 //	  "crc32c": 3735928559

@@ -80,6 +80,12 @@ type Entry struct {
 	// them; the zero time means not set.
 	StartedAt, FinishedAt time.Time
 	LastError             string
+	// Reason says why a table already followed is loaded again (empty
+	// for a first load): it left and returned to the scope, or it failed
+	// (FailedAt, nonzero, is the position of the change it could not
+	// take) and this load repairs it.
+	Reason   string
+	FailedAt wal.LSN
 }
 
 // LedgerFile is the ledger's name in the state directory; the format is
@@ -225,7 +231,7 @@ func (e Entry) validate() error {
 	case e.Attempt < 0 || e.Rows < 0 || e.Bytes < 0:
 		return fmt.Errorf("oid %d: negative attempt %d, rows %d or bytes %d", e.Oid, e.Attempt, e.Rows, e.Bytes)
 	}
-	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.StaleDatabase, e.Stale, e.LastError} {
+	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.StaleDatabase, e.Stale, e.LastError, e.Reason} {
 		if !utf8.ValidString(s) {
 			return fmt.Errorf("oid %d: %q is not valid UTF-8", e.Oid, s)
 		}
@@ -269,6 +275,8 @@ type entryJSON struct {
 	StartedAt   string `json:"started_at,omitempty"`
 	FinishedAt  string `json:"finished_at,omitempty"`
 	LastError   string `json:"last_error,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	FailedAt    string `json:"failed_at_lsn,omitempty"`
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -312,6 +320,7 @@ func encodeLedger(entries map[uint32]Entry) []byte {
 			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
 			Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
 			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
+			Reason: e.Reason, FailedAt: seenBy(e.FailedAt),
 		})
 	}
 	j.CRC = j.checksum()
@@ -359,10 +368,16 @@ func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error
 			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
 			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
 			StagingUUID: je.StagingUUID, StaleDatabase: je.StaleDB, Stale: je.Stale, Snapshot: je.Snapshot, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
+			Reason: je.Reason,
 		}
 		if je.SeenBy != "" {
 			if e.SeenBy, err = wal.ParseLSN(je.SeenBy); err != nil {
 				return nil, false, fmt.Errorf("entry %d (oid %d): seen_by_lsn %q: %w", i, je.Oid, je.SeenBy, err)
+			}
+		}
+		if je.FailedAt != "" {
+			if e.FailedAt, err = wal.ParseLSN(je.FailedAt); err != nil {
+				return nil, false, fmt.Errorf("entry %d (oid %d): failed_at_lsn %q: %w", i, je.Oid, je.FailedAt, err)
 			}
 		}
 		if e.Coverage, err = wal.ParseLSN(je.Coverage); err != nil {

@@ -23,6 +23,7 @@ func sampleEntry(oid uint32, table string) Entry {
 		Rows: 1234567, Bytes: 230_000_000,
 		StartedAt: time.Date(2026, 11, 30, 14, 2, 3, 500_000_001, time.UTC),
 		LastError: `COPY "public"."orders": connection reset`,
+		Reason:    `failed at 0/5A3F000: insert into "shop"."orders": cannot parse`, FailedAt: 0x5A3F000,
 	}
 }
 
