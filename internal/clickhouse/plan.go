@@ -18,9 +18,22 @@ type Plan struct {
 	// Reconcile leaves ValidFrom as the previous agreement had it (0 on
 	// first sight): the caller sets the descriptor version it reconciled.
 	Agreed *Agreed
-	// Refused are type changes and type mismatches no SQL can apply
-	// (errors.Is ErrTypeChange): the caller counts them and fails closed.
+	// Refused are type mismatches no SQL can apply (a ClickHouse column
+	// already there with another type; errors.Is ErrTypeChange): the caller
+	// counts them and fails closed.
 	Refused []error
+	// Reload are source column type changes ClickHouse cannot apply to the
+	// column exactly (each a *TypeChangeError with its Reason; errors.Is
+	// ErrTypeChange): the table is to be reloaded under its new shape.
+	// Statements and Agreed stay valid (every other change is applied; such
+	// a column keeps its old ClickHouse type in Agreed.Columns while
+	// Agreed.Shape is the new shape), but the current table cannot take the
+	// relation's rows from this shape on: the caller stops writing them to
+	// it and reloads the table (a load maps the new shape afresh). A change
+	// is reported once: against the Agreed returned, the same shape plans
+	// no reload, so the caller records the reload durably before (or with)
+	// putting Agreed.
+	Reload []error
 	// Notes are human-readable decisions worth logging.
 	Notes []string
 }
@@ -90,8 +103,10 @@ func syntheticNames() map[string]bool {
 // renames follow on ClickHouse with RENAME COLUMN where the server has it
 // and the ClickHouse name was the source name, else the old ClickHouse
 // name stays (never DROP+ADD); dropped columns are dropped; a type change
-// whose ClickHouse type is unchanged is accepted, any other is refused
-// and the column keeps its old mapping. The sorting key cannot change.
+// (or DROP NOT NULL) is classified by ClassifyTypeChange: kept as it is
+// (ClickHouse type and values unchanged), applied by MODIFY COLUMN
+// (ClickHouse converts every value exactly), or recorded in Plan.Reload
+// with the column at its old mapping. The sorting key cannot change.
 //
 // Both arms then heal from ClickHouse's existence facts: an absent table
 // is created, absent mapped columns added. ClickHouse alone never makes a
@@ -552,26 +567,63 @@ func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 	return nil
 }
 
-// retype maps a column whose source type (or nullability) changed again:
-// the same ClickHouse type is accepted, another refused.
+// retype maps a column whose source type (or nullability) changed again
+// and applies ClassifyTypeChange's decision: keep, MODIFY COLUMN, or a
+// reload (the column keeps its old mapping).
 func (r *reconciler) retype(m *MappedColumn, old, c desclog.Column) error {
 	t, nullable, err := r.mapType(c, m.Key)
 	if err != nil {
 		return err
 	}
 	// SET NOT NULL leaves a Nullable column able to hold every value.
-	remapped := ColumnSpec{Name: m.Spec.Name, Type: t, Nullable: nullable || m.Spec.Nullable && !m.Key}
-	if remapped.TypeSQL() != m.Spec.TypeSQL() {
-		r.plan.Refused = append(r.plan.Refused, &TypeChangeError{Source: r.source, Column: c.Name,
-			OldType: m.Spec.TypeSQL(), NewType: remapped.TypeSQL(), OldSourceType: old.TypeName, NewSourceType: c.TypeName})
-		return nil
+	remapped := ColumnSpec{Name: m.Spec.Name, Type: t, Nullable: nullable || m.Spec.Nullable && !m.Key, Default: m.Spec.Default}
+	change := ClassifyTypeChange(old, c, m.Spec, remapped, m.Key)
+	if change.Action == TypeChangeModify && partitionMentions(r.cfg.PartitionBy, m.Spec.Name) {
+		change = TypeChange{Action: TypeChangeReload, Reason: fmt.Sprintf("%s may be in the partition key (partition_by %s), which ClickHouse cannot modify", QuoteIdent(m.Spec.Name), r.cfg.PartitionBy)}
 	}
-	if t.Repr != m.Spec.Type.Repr {
-		r.notef("column %q of %s changed type from %s to %s: ClickHouse type %s unchanged, values now written as the new type",
-			c.Name, r.source, old.TypeName, c.TypeName, m.Spec.TypeSQL())
+	switch change.Action {
+	case TypeChangeKeep:
+		if t.Repr != m.Spec.Type.Repr {
+			r.notef("column %q of %s changed type from %s to %s: ClickHouse type %s unchanged, values now written as the new type",
+				c.Name, r.source, old.TypeName, c.TypeName, m.Spec.TypeSQL())
+		}
+		m.Spec.Type = t
+	case TypeChangeModify:
+		if remapped.Default != "" {
+			// The values' own conversion: the default stays the value rows
+			// written before the column existed have.
+			remapped.Default = "CAST(" + m.Spec.Default + " AS " + t.Type + ")"
+		}
+		// Only a column ClickHouse holds with the old type is modified:
+		// an absent one is added by heal with the new type, one already
+		// of the new type was modified by an earlier run, and heal refuses
+		// one of a third type.
+		if chType, present := r.chTypes[m.Spec.Name]; present && normalizeType(chType) == normalizeType(m.Spec.TypeSQL()) {
+			sql, err := ModifyColumn(r.d, r.next.Target, remapped)
+			if err != nil {
+				return err
+			}
+			r.plan.Statements = append(r.plan.Statements, sql)
+			r.chTypes[m.Spec.Name] = remapped.TypeSQL()
+		}
+		what := fmt.Sprintf("changed type from %s to %s", old.TypeName, c.TypeName)
+		if old.TypeName == c.TypeName {
+			what = "dropped NOT NULL"
+		}
+		r.notef("column %q of %s %s: ClickHouse column %s is now %s (%s)",
+			c.Name, r.source, what, QuoteIdent(m.Spec.Name), remapped.TypeSQL(), change.Reason)
+		m.Spec = remapped
+	default:
+		r.plan.Reload = append(r.plan.Reload, &TypeChangeError{Source: r.source, Column: c.Name,
+			OldType: m.Spec.TypeSQL(), NewType: remapped.TypeSQL(), OldSourceType: old.TypeName, NewSourceType: c.TypeName, Reason: change.Reason})
 	}
-	m.Spec.Type = t
 	return nil
+}
+
+// partitionMentions: the partition expression may use column name (quoted
+// or bare; a false positive only costs a reload).
+func partitionMentions(partitionBy, name string) bool {
+	return partitionBy != "" && (strings.Contains(partitionBy, name) || strings.Contains(partitionBy, QuoteIdent(name)))
 }
 
 // heal brings ClickHouse's existence in line with the mapping: create an

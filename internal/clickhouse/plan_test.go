@@ -354,31 +354,35 @@ func TestReconcilePinnedSubset(t *testing.T) {
 }
 
 func TestReconcileTypeChange(t *testing.T) {
-	start := rel([]int16{1}, intCol(1, "id", true), intCol(2, "n", false), col(3, "v", oidVarchar, 14, "character varying(10)", false), intCol(4, "strict", true))
+	start := rel([]int16{1}, intCol(1, "id", true), intCol(2, "n", false), col(3, "v", oidVarchar, 14, "character varying(10)", false), intCol(4, "strict", true),
+		col(5, "small", oidInt8, -1, "bigint", false))
 	prev, ch := evolve(t, Legacy1816, TableConfig{}, start)
-	next := rel([]int16{1}, intCol(1, "id", true), col(2, "n", oidInt8, -1, "bigint", false), col(3, "v", oidVarchar, 24, "character varying(20)", false), intCol(4, "strict", false))
+	next := rel([]int16{1}, intCol(1, "id", true), col(2, "n", oidInt8, -1, "bigint", false), col(3, "v", oidVarchar, 24, "character varying(20)", false), intCol(4, "strict", false),
+		col(5, "small", oidInt4, -1, "integer", false))
 	p := reconcile(t, Legacy1816, TableConfig{}, prev, ch, next)
-	wantStatements(t, p)
-	if len(p.Refused) != 2 {
-		t.Fatalf("refused %v, want n's Int32→Int64 and strict's DROP NOT NULL", p.Refused)
+	// n's Int32→Int64 and strict's DROP NOT NULL are exact; varchar(10)→(20)
+	// is String either way; small's narrowing needs a reload.
+	wantStatements(t, p,
+		"ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN `n` Nullable(Int64)",
+		"ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN `strict` Nullable(Int32)")
+	if len(p.Refused) != 0 {
+		t.Errorf("refused %v", p.Refused)
 	}
 	var change *TypeChangeError
-	if !errors.As(p.Refused[0], &change) || change.Column != "n" || change.OldType != "Nullable(Int32)" || change.NewType != "Nullable(Int64)" {
-		t.Errorf("refusal %v", p.Refused[0])
+	if len(p.Reload) != 1 || !errors.As(p.Reload[0], &change) || change.Column != "small" || change.OldType != "Nullable(Int64)" || change.NewType != "Nullable(Int32)" || change.Reason == "" {
+		t.Fatalf("reload %v", p.Reload)
 	}
-	if !errors.As(p.Refused[1], &change) || change.Column != "strict" || change.NewType != "Nullable(Int32)" {
-		t.Errorf("refusal %v", p.Refused[1])
-	}
-	// Refused columns keep their old mapping; varchar(10)→(20) is String either way.
-	wantMapped(t, p.Agreed, "id→id:Int32", "n→n:Nullable(Int32)", "v→v:Nullable(String)", "strict→strict:Int32")
+	// The column to reload keeps its old mapping.
+	wantMapped(t, p.Agreed, "id→id:Int32", "n→n:Nullable(Int64)", "v→v:Nullable(String)", "strict→strict:Nullable(Int32)", "small→small:Nullable(Int64)")
 	if p.Agreed.Shape[1].TypeOid != oidInt8 {
 		t.Error("the agreed shape is not the new source shape")
 	}
 	// SET NOT NULL keeps the Nullable column, silently.
-	setNotNull := rel([]int16{1}, intCol(1, "id", true), intCol(2, "n", true), col(3, "v", oidVarchar, 14, "character varying(10)", false), intCol(4, "strict", true))
+	setNotNull := rel([]int16{1}, intCol(1, "id", true), intCol(2, "n", true), col(3, "v", oidVarchar, 14, "character varying(10)", false), intCol(4, "strict", true),
+		col(5, "small", oidInt8, -1, "bigint", false))
 	p = reconcile(t, Legacy1816, TableConfig{}, prev, ch, setNotNull)
-	if len(p.Refused) != 0 || len(p.Statements) != 0 || p.Agreed.Columns[1].Spec.TypeSQL() != "Nullable(Int32)" {
-		t.Errorf("SET NOT NULL: refused %v statements %q mapping %v", p.Refused, p.Statements, mappedNames(p.Agreed))
+	if len(p.Refused) != 0 || len(p.Reload) != 0 || len(p.Statements) != 0 || p.Agreed.Columns[1].Spec.TypeSQL() != "Nullable(Int32)" {
+		t.Errorf("SET NOT NULL: refused %v reload %v statements %q mapping %v", p.Refused, p.Reload, p.Statements, mappedNames(p.Agreed))
 	}
 }
 
