@@ -70,6 +70,82 @@
 // BC and years past 9999 are included; -infinity and infinity are
 // math.MinInt64 and math.MaxInt64 (PostgreSQL's own sentinels too).
 //
+// # Type changes
+//
+// A source column's ALTER COLUMN ... TYPE (or DROP NOT NULL) is classified
+// by ClassifyTypeChange. Keep: ClickHouse's column already holds every
+// value exactly as the output writes it under the new type. Modify:
+// ALTER TABLE ... MODIFY COLUMN, ClickHouse's conversion of every value
+// the old column can hold being exactly what the output writes for the new
+// type (a DEFAULT is carried, converted the same way). Reload: anything
+// else, and anything not known for certain: Reconcile records it in
+// Plan.Reload and the table is reloaded under its new shape. Never DROP
+// and ADD. The same on both dialects except where the type map differs
+// (marked L for Legacy1816, M for Modern):
+//
+//	PostgreSQL change                         ClickHouse                     action
+//	int2 → int4, int2 → int8, int4 → int8     Int16/Int32 → Int32/Int64      modify
+//	oid → int8                                UInt32 → Int64                 modify
+//	int8 → int4, int4 → int2, ... (narrowing) Int64 → Int32, ...             reload
+//	int4 → oid                                Int32 → UInt32                 reload
+//	real → double precision                   Float32 → Float64              modify
+//	double precision → real                   Float64 → Float32              reload
+//	int2 → real; int2, int4 → double          Int16 → Float32; → Float64     modify
+//	int4, int8 → real; int8 → double          (PostgreSQL rounds)            reload
+//	numeric(p,s) → numeric(p',s'),            Decimal(p,s) → Decimal(p',s')  modify
+//	  s' >= s and p'-s' >= p-s
+//	numeric(p,s) → smaller scale or fewer     Decimal → Decimal              reload
+//	  integer digits
+//	numeric(p,s) → numeric (unconstrained)    Decimal → String               reload
+//	numeric → numeric(p,s)                    String → Decimal               reload
+//	numeric(p,s) → numeric(p',s'), p' > 38,   L: Decimal → String            L: reload
+//	  s' >= s, p'-s' >= p-s                   M: Decimal → Decimal           M: modify
+//	numeric(p,s), p > 38 → numeric(p',s),     L: String, text unchanged      L: keep
+//	  p'-s >= p-s, or → numeric               M: Decimal → Decimal / String  M: modify / reload
+//	numeric(p,s), p > 38 → numeric(p',s'>s)   L: String, gains zeros         L: reload
+//	int2/int4/int8 → numeric(p,s),            Int → Decimal                  modify
+//	  p-s >= 5/10/19 digits
+//	int → numeric(p,s) with fewer digits,     Int → Decimal / String         reload
+//	  int → numeric (unconstrained)
+//	numeric, float → int; float → numeric     (PostgreSQL rounds)            reload
+//	varchar(n) → varchar(m >= n), → varchar,  String → String                keep
+//	  → text; text → varchar (unlimited)
+//	text → varchar(n), varchar(n) →           String → String                reload
+//	  varchar(m < n)  (trailing spaces past the limit are cut)
+//	char(n) → anything, anything → char(n)    (padding changes)              reload
+//	json → text, jsonb → text/json,           String → String                keep
+//	  text → json, enum → text
+//	json → jsonb, text → jsonb (normalized)   String → String                reload
+//	int, uuid, bytea, interval, time, inet,   → String                       reload
+//	  ... → text  (ClickHouse's or the session's text, not the output's)
+//	text → int and other String → typed       String → ...                   reload
+//	bool → int                                UInt8 / Bool → Int32           reload
+//	timestamp ↔ timestamptz                   L: Int64 = Int64, M: same      reload
+//	  (converted in the session's time zone)
+//	timestamp(p) → timestamp(p' >= p) or      unchanged                      keep
+//	  timestamp (also time, timetz, timestamptz)
+//	timestamp → timestamp(p < 6)  (rounds)    unchanged                      reload
+//	date → timestamp                          L: Int32 → Int64, M: Date32 →  reload
+//	                                            DateTime64
+//	domain over B ↔ B, B → domain over B      unchanged                      keep
+//	  (B without a typmod)
+//	X → domain over a typmod-bearing type     (typmod unknown)               reload
+//	DROP NOT NULL                             X → Nullable(X)                modify
+//	DROP NOT NULL with a change above         X → Nullable(Y)                as above
+//	SET NOT NULL                              Nullable(X) stays              keep
+//	T[] → U[] of another ClickHouse type      Array → Array                  reload
+//	T[] → U[] keeping each element's text     Array unchanged                keep
+//	  (varchar(n)[] → text[])
+//	DROP NOT NULL of T[]                      Array → String                 reload
+//	any change of a sorting key column        (ClickHouse cannot modify it)  reload
+//	  or of a column partition_by mentions
+//	a type override that keeps the ClickHouse type: keep if every decoded
+//	  value is unchanged (int4 → int8 overridden to String), else reload
+//
+// PostgreSQL's ALTER COLUMN ... TYPE ... USING expr leaves the catalog as
+// a plain cast does: the classification assumes the values were cast, not
+// transformed. A caller that knows of a USING expression must reload.
+//
 // # Values
 //
 // ConvertValue takes what walshadow_decode puts in a row payload (nil,
