@@ -446,3 +446,15 @@ func TestGoldenTypeChange(t *testing.T) {
 		})
 	}
 }
+
+// TestModifyValuesCoverModifyCases: TestTypeChangeModifyOnClickHouse has
+// values for every case that modifies a column on 18.16, and only those.
+func TestModifyValuesCoverModifyCases(t *testing.T) {
+	values := modifyValues()
+	for _, tc := range typeChangeCases() {
+		_, has := values[tc.name]
+		if modifies := tc.want[0] == modify; modifies != has {
+			t.Errorf("%s: modifies on 18.16 %v, has values %v", tc.name, modifies, has)
+		}
+	}
+}
