@@ -583,9 +583,11 @@ func (r *reconciler) retype(m *MappedColumn, old, c desclog.Column) error {
 	}
 	switch change.Action {
 	case TypeChangeKeep:
-		if t.Repr != m.Spec.Type.Repr {
-			r.notef("column %q of %s changed type from %s to %s: ClickHouse type %s unchanged, values now written as the new type",
-				c.Name, r.source, old.TypeName, c.TypeName, m.Spec.TypeSQL())
+		// Same type and representation (ClassifyTypeChange): only the
+		// ColumnType's details (a fallback's Reason) may be new.
+		if c.TypeName != old.TypeName {
+			r.notef("column %q of %s changed type from %s to %s: ClickHouse column %s kept as %s (%s)",
+				c.Name, r.source, old.TypeName, c.TypeName, QuoteIdent(m.Spec.Name), m.Spec.TypeSQL(), change.Reason)
 		}
 		m.Spec.Type = t
 	case TypeChangeModify:

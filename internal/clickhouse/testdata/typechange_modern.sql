@@ -120,15 +120,19 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Decimal(1
 -- reload: column "v" of relation demo.users changed type from numeric(10,0) (ClickHouse Nullable(Decimal(10, 0))) to bigint (ClickHouse Nullable(Int64)): numeric(10,0) to bigint is not a conversion known to keep every value; the table needs a reload under its new shape
 
 -- varchar(10) to varchar(20): character varying(10) Nullable(String) -> character varying(20): keep
+-- note: column "v" of relation demo.users changed type from character varying(10) to character varying(20): ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- varchar(20) to varchar(10): character varying(20) Nullable(String) -> character varying(10): reload
 -- reload: column "v" of relation demo.users changed type from character varying(20) (ClickHouse Nullable(String)) to character varying(10) (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: character varying(20) to character varying(10) shortens the limit: PostgreSQL cuts trailing spaces past it; the table needs a reload under its new shape
 
 -- varchar(10) to text: character varying(10) Nullable(String) -> text: keep
+-- note: column "v" of relation demo.users changed type from character varying(10) to text: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- varchar(10) to varchar: character varying(10) Nullable(String) -> character varying: keep
+-- note: column "v" of relation demo.users changed type from character varying(10) to character varying: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- text to varchar: text Nullable(String) -> character varying: keep
+-- note: column "v" of relation demo.users changed type from text to character varying: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- text to varchar(10): text Nullable(String) -> character varying(10): reload
 -- reload: column "v" of relation demo.users changed type from text (ClickHouse Nullable(String)) to character varying(10) (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: text to character varying(10): PostgreSQL cuts trailing spaces past the limit; the table needs a reload under its new shape
@@ -146,17 +150,22 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Decimal(1
 -- reload: column "v" of relation demo.users changed type from json (ClickHouse Nullable(String)) to jsonb (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: json to jsonb normalizes the text (key order, duplicate keys, white space); the table needs a reload under its new shape
 
 -- jsonb to json: jsonb Nullable(String) -> json: keep
+-- note: column "v" of relation demo.users changed type from jsonb to json: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- json to text: json Nullable(String) -> text: keep
+-- note: column "v" of relation demo.users changed type from json to text: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- jsonb to text: jsonb Nullable(String) -> text: keep
+-- note: column "v" of relation demo.users changed type from jsonb to text: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- text to json: text Nullable(String) -> json: keep
+-- note: column "v" of relation demo.users changed type from text to json: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- text to jsonb: text Nullable(String) -> jsonb: reload
 -- reload: column "v" of relation demo.users changed type from text (ClickHouse Nullable(String)) to jsonb (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: text to jsonb is not a conversion known to keep every value; the table needs a reload under its new shape
 
 -- enum to text: mood Nullable(String) -> text: keep
+-- note: column "v" of relation demo.users changed type from mood to text: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
 
 -- interval to text: interval Nullable(String) -> text: reload
 -- reload: column "v" of relation demo.users changed type from interval (ClickHouse Nullable(String)) to text (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: interval to text is not a conversion known to keep every value; the table needs a reload under its new shape
@@ -183,6 +192,7 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Decimal(1
 -- reload: column "v" of relation demo.users changed type from timestamp with time zone (ClickHouse Nullable(DateTime64(6, 'UTC'))) to timestamp without time zone (ClickHouse Nullable(DateTime64(6, 'UTC'))): the ClickHouse type Nullable(DateTime64(6, 'UTC')) is unchanged but the values change: timestamp with time zone to timestamp without time zone converts every value in the session's time zone; the table needs a reload under its new shape
 
 -- timestamp(3) to timestamp: timestamp(3) without time zone Nullable(DateTime64(6, 'UTC')) -> timestamp without time zone: keep
+-- note: column "v" of relation demo.users changed type from timestamp(3) without time zone to timestamp without time zone: ClickHouse column `v` kept as Nullable(DateTime64(6, 'UTC')) (ClickHouse type Nullable(DateTime64(6, 'UTC')) unchanged and every value is the same)
 
 -- timestamp to timestamp(3): timestamp without time zone Nullable(DateTime64(6, 'UTC')) -> timestamp(3) without time zone: reload
 -- reload: column "v" of relation demo.users changed type from timestamp without time zone (ClickHouse Nullable(DateTime64(6, 'UTC'))) to timestamp(3) without time zone (ClickHouse Nullable(DateTime64(6, 'UTC'))): the ClickHouse type Nullable(DateTime64(6, 'UTC')) is unchanged but the values change: timestamp without time zone to timestamp(3) without time zone rounds to fewer fractional digits; the table needs a reload under its new shape
@@ -191,8 +201,10 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Decimal(1
 -- reload: column "v" of relation demo.users changed type from date (ClickHouse Nullable(Date32)) to timestamp without time zone (ClickHouse Nullable(DateTime64(6, 'UTC'))): date to timestamp without time zone is not a conversion known to keep every value; the table needs a reload under its new shape
 
 -- domain over int4 to int4: posint Nullable(Int32) -> integer: keep
+-- note: column "v" of relation demo.users changed type from posint to integer: ClickHouse column `v` kept as Nullable(Int32) (ClickHouse type Nullable(Int32) unchanged and every value is the same)
 
 -- int4 to domain over int4: integer Nullable(Int32) -> posint: keep
+-- note: column "v" of relation demo.users changed type from integer to posint: ClickHouse column `v` kept as Nullable(Int32) (ClickHouse type Nullable(Int32) unchanged and every value is the same)
 
 -- int4 to domain over int8: integer Nullable(Int32) -> bigposint: modify
 ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Int64);
@@ -224,6 +236,7 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(String);
 -- reload: column "v" of relation demo.users changed type from integer[] (ClickHouse Array(Nullable(Int32))) to bigint[] (ClickHouse Array(Nullable(Int64))): Array(Nullable(Int32)) to Array(Nullable(Int64)) is not a conversion known to be exact; the table needs a reload under its new shape
 
 -- varchar(10)[] to text[]: character varying(10)[] Array(Nullable(String)) -> text[]: keep
+-- note: column "v" of relation demo.users changed type from character varying(10)[] to text[]: ClickHouse column `v` kept as Array(Nullable(String)) (ClickHouse type Array(Nullable(String)) unchanged and every value is the same)
 
 -- DROP NOT NULL int4[]: integer[] Array(Nullable(Int32)) -> integer[]: reload
 -- reload: column "v" of relation demo.users changed type from integer[] (ClickHouse Array(Nullable(Int32))) to integer[] (ClickHouse Nullable(String)): Array(Nullable(Int32)) to Nullable(String): ClickHouse's conversion to or from String is not PostgreSQL's text; the table needs a reload under its new shape
