@@ -196,3 +196,67 @@ func externalPointer(rawSize int32, extSize int, method CompressionMethod, value
 	b = binary.LittleEndian.AppendUint32(b, valueID)
 	return binary.LittleEndian.AppendUint32(b, toastRel)
 }
+
+// insertRecordAt is insertRecord on block blk.
+func insertRecordAt(t testing.TB, lsn wal.LSN, rel wal.RelFileNode, blk uint32, offnum uint16, tuple []byte) *wal.Record {
+	main := binary.LittleEndian.AppendUint16(nil, offnum)
+	main = append(main, wal.XLHInsertContainsNewTuple)
+	return buildRecord(t, lsn, wal.RmgrHeap, wal.XLogHeapInsert, []testBlock{{rel: rel, blk: blk, data: tuple}}, main)
+}
+
+// multiInsertRecordAt is multiInsertRecord on block blk with the tuples at
+// offsets (nil: a re-initialised page, offsets 1..n).
+func multiInsertRecordAt(t testing.TB, lsn wal.LSN, rel wal.RelFileNode, blk uint32, offsets []uint16, tuples [][]byte) *wal.Record {
+	info := uint8(wal.XLogHeap2MultiInsert)
+	if offsets == nil {
+		info |= wal.XLogHeapInitPage
+	}
+	main := []byte{wal.XLHInsertContainsNewTuple | wal.XLHInsertLastInMulti, 0}
+	main = binary.LittleEndian.AppendUint16(main, uint16(len(tuples)))
+	for _, o := range offsets {
+		main = binary.LittleEndian.AppendUint16(main, o)
+	}
+	var data []byte
+	for _, tup := range tuples {
+		if len(data)%2 == 1 {
+			data = append(data, 0)
+		}
+		data = binary.LittleEndian.AppendUint16(data, uint16(len(tup)-5))
+		data = append(data, tup...)
+	}
+	return buildRecord(t, lsn, wal.RmgrHeap2, info, []testBlock{{rel: rel, blk: blk, data: data}}, main)
+}
+
+// updateRecordAt is an UPDATE (HOT_UPDATE when hot) of the tuple at
+// (oldBlk, oldOff) to (newBlk, newOff): block 0 is the new tuple's page,
+// block 1 the old one's when they differ (heap_xlog_update).
+func updateRecordAt(t testing.TB, lsn wal.LSN, rel wal.RelFileNode, hot bool, newBlk uint32, newOff uint16, oldBlk uint32, oldOff uint16, newTuple, oldTuple []byte, oldFlag uint8) *wal.Record {
+	main := binary.LittleEndian.AppendUint32(nil, 1) // old xmax
+	main = binary.LittleEndian.AppendUint16(main, oldOff)
+	flags := uint8(wal.XLHUpdateContainsNewTuple)
+	if oldTuple != nil {
+		flags |= oldFlag
+	}
+	main = append(main, 0, flags)
+	main = binary.LittleEndian.AppendUint32(main, 0)
+	main = binary.LittleEndian.AppendUint16(main, newOff)
+	main = append(main, oldTuple...)
+	blocks := []testBlock{{rel: rel, blk: newBlk, data: newTuple}}
+	if oldBlk != newBlk {
+		blocks = append(blocks, testBlock{rel: rel, blk: oldBlk})
+	}
+	info := uint8(wal.XLogHeapUpdate)
+	if hot {
+		info = wal.XLogHeapHotUpdate
+	}
+	return buildRecord(t, lsn, wal.RmgrHeap, info, blocks, main)
+}
+
+// deleteRecordAt is deleteRecord of the tuple at (blk, offnum).
+func deleteRecordAt(t testing.TB, lsn wal.LSN, rel wal.RelFileNode, blk uint32, offnum uint16, flags uint8, oldTuple []byte) *wal.Record {
+	main := binary.LittleEndian.AppendUint32(nil, 1)
+	main = binary.LittleEndian.AppendUint16(main, offnum)
+	main = append(main, 0, flags)
+	main = append(main, oldTuple...)
+	return buildRecord(t, lsn, wal.RmgrHeap, wal.XLogHeapDelete, []testBlock{{rel: rel, blk: blk}}, main)
+}

@@ -51,6 +51,41 @@
 // DELETE of the old key, then the UPDATE) and copies everything out of the
 // record into per-Tx slabs (arena.go), so a row costs almost no allocations.
 //
+// # Row identity
+//
+// Every insert, update and delete carries the tuple the record names
+// (RowChange.TID: block and line pointer) and the relfilenode of the heap
+// (RowChange.Filenode): the inserted tuple, the new version of an update
+// (OldTID is the version it replaced: xl_heap_update's old_offnum, on block
+// reference 1 when the update left the page, else on the new tuple's
+// block), the deleted tuple, and for the delete half of a key-changing
+// update the old version. A table without a usable replica identity
+// (REPLICA IDENTITY NOTHING, or DEFAULT without a primary key) logs no old
+// key: its deletes have no Fields and its updates no key-change pair, and
+// the filenode and TIDs alone say which row changed. The filenode is the
+// storage generation: TRUNCATE, VACUUM FULL, CLUSTER and table rewrites
+// change it, so TIDs are only comparable within one.
+//
+// # Failures
+//
+// A failure that concerns one relation does not fail the transaction: the
+// relation gets an OpFail row (its LSN, descriptor and Err, which names the
+// LSN, the relation and the column at fault) and its later changes in the
+// transaction are dropped, since they would apply to an unknown state,
+// while the other relations' changes go on. These are: a record inside an
+// ambiguity interval (no provable shape), a TOAST value whose chunks are
+// missing (or, under ToastFail, an unchanged one), inconsistent, too large
+// or do not inflate, a TOAST chunk that does not read (it fails the row
+// that points into its TOAST relation), a datum or missing value that does
+// not decode, and a DELETE without the old key its replica identity
+// promises. A multi-insert fails whole. Tx.FailRelation lets a caller that
+// fails a row after decoding (a value the shadow's bridge cannot render) do
+// the same. What threatens every table is still an error from Add: a
+// record that does not parse, a record with no tuple data or with a
+// prefix/suffix shared with the old tuple (the source is not at wal_level
+// logical), and a relation the descriptor log cannot answer for at the
+// commit.
+//
 // Damage in the input (lengths past the end, bad headers) is an error naming
 // the column and offset; nothing panics on any input (fuzz targets cover
 // Deform, ParseVarlena, Render, Value, MissingValue and Tx.Add).

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -17,6 +18,12 @@ const (
 	OpUpdate
 	OpDelete
 	OpTruncate
+	// OpFail: the relation's change at LSN cannot be decoded exactly (no
+	// provable shape, a missing or inconsistent TOAST value, a datum that
+	// does not decode, a value the bridge cannot render). Err says why; the
+	// relation's later changes in the same transaction are dropped, since
+	// they would apply to an unknown state. Other relations go on.
+	OpFail
 )
 
 func (o Op) String() string {
@@ -29,6 +36,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpTruncate:
 		return "truncate"
+	case OpFail:
+		return "fail"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -50,6 +59,24 @@ type Field struct {
 	Omitted bool
 }
 
+// TID is a heap tuple's physical identity (ItemPointerData): its block and
+// its line pointer within the block (1-based; 0 is no tuple). Within one
+// filenode it names one live tuple at a time.
+type TID struct {
+	Block uint32
+	Off   uint16
+}
+
+// Valid reports whether t names a tuple (offset numbers start at 1).
+func (t TID) Valid() bool { return t.Off != 0 }
+
+// String is "block:offset".
+func (t TID) String() string {
+	b := strconv.AppendUint(make([]byte, 0, 16), uint64(t.Block), 10)
+	b = append(b, ':')
+	return string(strconv.AppendUint(b, uint64(t.Off), 10))
+}
+
 // RowChange is one decoded row change. Its memory does not alias the WAL
 // record it came from.
 type RowChange struct {
@@ -60,8 +87,28 @@ type RowChange struct {
 	DescFrom wal.LSN
 	// Fields are the live columns in attnum order: the new row for insert
 	// and update, the old key columns (every live column under REPLICA
-	// IDENTITY FULL) for delete, none for truncate.
+	// IDENTITY FULL) for delete, none for truncate and fail, and none for a
+	// delete of a table without a usable replica identity (its TID names
+	// the deleted tuple).
 	Fields []Field
+
+	// TID is the tuple the change leaves live, as the WAL record names it:
+	// the inserted tuple (insert, each multi-insert tuple), the new version
+	// (update, HOT or not), the deleted tuple (delete; for the delete half
+	// of a key-changing update, the old version). Zero for truncate, and for
+	// a fail whose record names no single tuple.
+	TID TID
+	// OldTID is the version an update replaced (zero for other operations).
+	OldTID TID
+	// Filenode is the relfilenode of the heap the record's block reference
+	// names: the relation's storage generation, which TRUNCATE, VACUUM
+	// FULL, CLUSTER and rewrites change. Zero for truncate, and for a fail
+	// whose record names no heap block.
+	Filenode uint32
+
+	// Err says why the relation failed (OpFail only): it names the LSN,
+	// the relation and, where one is at fault, the column.
+	Err error
 }
 
 // Catalog is what decoding needs from the descriptor log (*desclog.Log
@@ -123,6 +170,12 @@ type TxStats struct {
 
 	SpeculativeDropped int64 // speculative inserts killed or never confirmed
 	MissingAsText      int64 // attmissingval texts kept as text (see MissingValue)
+
+	Failures            int64 // relations failed (OpFail rows emitted)
+	DroppedAfterFailure int64 // changes of a failed relation dropped after its failure
+	// NoIdentity counts updates and deletes of tables without a usable
+	// replica identity, emitted with their physical row identity only.
+	NoIdentity int64
 }
 
 // Add sums counters.
@@ -144,6 +197,9 @@ func (s *TxStats) Add(o TxStats) {
 	s.ToastChunksUnused += o.ToastChunksUnused
 	s.SpeculativeDropped += o.SpeculativeDropped
 	s.MissingAsText += o.MissingAsText
+	s.Failures += o.Failures
+	s.DroppedAfterFailure += o.DroppedAfterFailure
+	s.NoIdentity += o.NoIdentity
 }
 
 // tupleRole says which tuple of a record is being decoded: it decides what
@@ -167,7 +223,7 @@ func (t *Tx) tupleFields(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LS
 	var err error
 	t.datums, err = Deform(desc, tup, t.datums)
 	if err != nil {
-		return nil, raws, fmt.Errorf("LSN %s: %w", lsn, err)
+		return nil, raws, fmt.Errorf("LSN %s, relation %s: %w", lsn, relName(desc), err)
 	}
 	fields := t.arena.fieldSlice(len(t.datums))
 	for i, d := range t.datums {

@@ -50,23 +50,24 @@ type toastValue struct {
 	ptr      ToastPointer
 }
 
-// addChunk records one chunk tuple of TOAST relation desc.
-func (t *Tx) addChunk(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN) error {
+// addChunk records one chunk tuple of TOAST relation desc. A chunk that
+// cannot be read fails no transaction: it poisons its value (or, when even
+// its chunk_id is unreadable, every value of its TOAST relation until the
+// next reset), and the row that points at it fails its own relation.
+func (t *Tx) addChunk(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN) {
 	var err error
 	t.datums, err = Deform(desc, tup, t.datums)
 	if err != nil {
-		return fmt.Errorf("LSN %s: TOAST chunk: %w", lsn, err)
+		t.breakToast(desc.Oid, fmt.Errorf("TOAST relation %s: chunk at LSN %s does not decode: %w", relName(desc), lsn, err))
+		return
 	}
 	if len(t.datums) != 3 || t.datums[0].Null || t.datums[1].Null || t.datums[2].Null ||
 		len(t.datums[0].Raw) != 4 || len(t.datums[1].Raw) != 4 {
-		return fmt.Errorf("LSN %s: TOAST relation %s: chunk tuple is not (chunk_id oid, chunk_seq int4, chunk_data bytea)", lsn, relName(desc))
+		t.breakToast(desc.Oid, fmt.Errorf("TOAST relation %s: chunk tuple at LSN %s is not (chunk_id oid, chunk_seq int4, chunk_data bytea)", relName(desc), lsn))
+		return
 	}
 	id := binary.LittleEndian.Uint32(t.datums[0].Raw)
 	seq := int32(binary.LittleEndian.Uint32(t.datums[1].Raw))
-	v, err := ParseVarlena(t.datums[2].Raw)
-	if err != nil || (v.Kind != VarlenaShort && v.Kind != VarlenaPlain) {
-		return fmt.Errorf("LSN %s: TOAST relation %s value %d chunk %d: chunk_data is not an inline uncompressed varlena (%v)", lsn, relName(desc), id, seq, err)
-	}
 	t.stats.ToastChunks++
 	key := toastKey{desc.Oid, id}
 	tv := t.toast[key]
@@ -75,25 +76,27 @@ func (t *Tx) addChunk(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN) 
 		t.toast[key] = tv
 	}
 	t.toastChunks++
+	if tv.err != nil {
+		return
+	}
+	v, err := ParseVarlena(t.datums[2].Raw)
 	switch {
-	case tv.err != nil:
-		return nil
+	case err != nil || (v.Kind != VarlenaShort && v.Kind != VarlenaPlain):
+		tv.err = fmt.Errorf("TOAST value %d of relation %s: chunk %d at LSN %s: chunk_data is not an inline uncompressed varlena (%v)", id, relName(desc), seq, lsn, err)
+		tv.segs, tv.expanded = nil, nil
 	case tv.expanded != nil:
 		tv.err = fmt.Errorf("TOAST value %d of relation %d: chunk %d at LSN %s arrives after a row used the value", id, desc.Oid, seq, lsn)
 		tv.expanded = nil
-		return nil
 	case seq != tv.next:
 		tv.err = fmt.Errorf("TOAST value %d of relation %d: chunk %d at LSN %s, expected chunk %d", id, desc.Oid, seq, lsn, tv.next)
 		tv.segs = nil
-		return nil
 	case tv.size+len(v.Payload) > t.opt.MaxValueBytes:
 		tv.err = fmt.Errorf("TOAST value %d of relation %d: more than %d bytes of chunks", id, desc.Oid, t.opt.MaxValueBytes)
 		tv.segs = nil
-		return nil
+	default:
+		tv.appendChunk(v.Payload)
+		tv.next++
 	}
-	tv.appendChunk(v.Payload)
-	tv.next++
-	return nil
 }
 
 // appendChunk copies p behind the bytes collected so far, filling the last
@@ -142,6 +145,9 @@ func (tv *toastValue) assemble() []byte {
 
 // resetToast drops the collected chunks (after a main-table change).
 func (t *Tx) resetToast() {
+	if len(t.toastBroken) != 0 {
+		clear(t.toastBroken)
+	}
 	if len(t.toast) == 0 {
 		return
 	}
@@ -175,6 +181,9 @@ func (t *Tx) expand(raw []byte) (out []byte, owned bool, ptr *ToastPointer, err 
 		return out, true, nil, err
 	}
 	p := v.External
+	if err, ok := t.toastBroken[p.ToastRelID]; ok {
+		return nil, false, nil, err
+	}
 	tv := t.toast[toastKey{p.ToastRelID, p.ValueID}]
 	if tv == nil {
 		return nil, false, &p, nil

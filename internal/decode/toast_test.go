@@ -333,7 +333,7 @@ func TestTxToastReferencedTwice(t *testing.T) {
 		lsn := wal.LSN(0x1000)
 		addChunksOf(t, tx, &lsn, 7, value, 1996)
 		other := externalPointer(6004, 5000, 0, 7, 20001) // compressed, per its sizes
-		_, err := tx.Add(nil, insertRecord(t, lsn, mainRfn, 1, 0, tupleOf(desc, [][]byte{int4(1), ptr, int8v(1), other})), false)
+		err := mustFail(t, tx, insertRecord(t, lsn, mainRfn, 1, 0, tupleOf(desc, [][]byte{int4(1), ptr, int8v(1), other}))).Err
 		if err == nil || !strings.Contains(err.Error(), "referenced again with a different pointer") {
 			t.Fatalf("error %v", err)
 		}
@@ -346,7 +346,7 @@ func TestTxToastReferencedTwice(t *testing.T) {
 		lsn += 0x100
 		tup := tupleOf(toastDesc(), [][]byte{le32(7), int4(3), plain([]byte("late"))})
 		mustAdd(t, tx, nil, insertRecord(t, lsn, toastRfn, 1, wal.XLHInsertOnToastRelation, tup))
-		_, err := tx.Add(nil, multiInsertRecord(t, lsn+0x100, mainRfn, wal.XLHInsertLastInMulti, [][]byte{itemTuple(2, ptr, 1)}), false)
+		err := mustFail(t, tx, multiInsertRecord(t, lsn+0x100, mainRfn, wal.XLHInsertLastInMulti, [][]byte{itemTuple(2, ptr, 1)})).Err
 		if err == nil || !strings.Contains(err.Error(), "arrives after a row used the value") {
 			t.Fatalf("error %v", err)
 		}
@@ -358,7 +358,7 @@ func TestTxToastReferencedTwice(t *testing.T) {
 		bad := append(binary.LittleEndian.AppendUint32(nil, 9000|uint32(CompressionLZ4)<<30), bytes.Repeat([]byte{0xff}, 4996)...)
 		addChunksOf(t, tx, &lsn, 7, bad, 1996)
 		cptr := externalPointer(9004, 5000, CompressionLZ4, 7, 20001)
-		_, err := tx.Add(nil, insertRecord(t, lsn, mainRfn, 1, 0, tupleOf(desc, [][]byte{int4(1), cptr, int8v(1), cptr})), false)
+		err := mustFail(t, tx, insertRecord(t, lsn, mainRfn, 1, 0, tupleOf(desc, [][]byte{int4(1), cptr, int8v(1), cptr}))).Err
 		if err == nil || !strings.Contains(err.Error(), "TOAST value 7 of relation 20001: lz4") {
 			t.Fatalf("error %v", err)
 		}

@@ -10,8 +10,17 @@ import (
 
 // Tx decodes one committed transaction's records, fed in LSN order (in any
 // number of Add calls), with the state that spans records carried between
-// calls: TOAST chunks and speculative inserts. It is pure: no I/O. A Tx is
-// not safe for concurrent use.
+// calls: TOAST chunks, speculative inserts and failed relations. It is
+// pure: no I/O. A Tx is not safe for concurrent use.
+//
+// Errors come in two kinds. What can only be wrong for one relation (a
+// record with no provable shape, a TOAST value missing or inconsistent, a
+// datum that does not decode, a DELETE without the key its replica identity
+// promises) is not an error: that relation gets an OpFail row and its later
+// changes in the transaction are dropped, while the other relations go on.
+// What threatens every table (a record that does not parse, a source
+// without wal_level = logical, a descriptor log that answers nothing
+// usable) is an error from Add, and the transaction cannot go on.
 type Tx struct {
 	cat    Catalog
 	commit Commit
@@ -29,6 +38,13 @@ type Tx struct {
 
 	spec     map[specKey]RowChange
 	finished bool
+
+	// failed are the relations (by oid) that failed in this transaction:
+	// their later changes are dropped.
+	failed map[uint32]struct{}
+	// toastBroken are TOAST relations (by oid) a chunk of which, since the
+	// last reset, could not be read: a pointer into one fails its row.
+	toastBroken map[uint32]error
 
 	// record bodies, reused
 	ins  wal.HeapInsert
@@ -114,11 +130,82 @@ type resolved struct {
 	from wal.LSN
 }
 
+// FailRelation drops the relation's later changes in this transaction, as
+// if one of its rows had failed here: for a caller that fails a row after
+// decoding (a value the shadow's bridge cannot render) and emits the
+// OpFail itself.
+func (t *Tx) FailRelation(oid uint32) {
+	if t.failed == nil {
+		t.failed = map[uint32]struct{}{}
+	}
+	t.failed[oid] = struct{}{}
+}
+
+// isFailed reports whether the relation failed earlier in the transaction
+// (the change at hand is dropped, counted).
+func (t *Tx) isFailed(oid uint32) bool {
+	if _, ok := t.failed[oid]; ok {
+		t.stats.DroppedAfterFailure++
+		return true
+	}
+	return false
+}
+
+// fail appends r's relation's OpFail for its record at lsn and drops the
+// relation's later changes in the transaction. A relation fails once.
+func (t *Tx) fail(dst []RowChange, r resolved, lsn wal.LSN, filenode uint32, tid TID, err error) []RowChange {
+	if t.isFailed(r.desc.Oid) {
+		return dst
+	}
+	t.FailRelation(r.desc.Oid)
+	t.stats.Failures++
+	return append(dst, RowChange{Op: OpFail, LSN: lsn, Desc: r.desc, DescFrom: r.from, TID: tid, Filenode: filenode, Err: err})
+}
+
+// shapeFailure is an error resolving one relation's record: its shape is
+// not provable (an ambiguity interval covers it). r names the relation.
+type shapeFailure struct {
+	r   resolved
+	err error
+}
+
+func (e *shapeFailure) Error() string { return e.err.Error() }
+
+// failResolve handles resolve's error for a record on rel: a shape failure
+// of a table fails it (the record's changes are not emitted) and of a
+// TOAST relation breaks its chunks; anything else is the caller's error.
+func (t *Tx) failResolve(dst []RowChange, err error, lsn wal.LSN, filenode uint32, tid TID) ([]RowChange, error) {
+	var sf *shapeFailure
+	if !errors.As(err, &sf) {
+		return dst, err
+	}
+	switch sf.r.desc.Kind {
+	case 'r', 'p':
+		return t.fail(dst, sf.r, lsn, filenode, tid, sf.err), nil
+	case 't':
+		t.breakToast(sf.r.desc.Oid, sf.err)
+	default:
+		t.stats.SkippedKind++
+	}
+	return dst, nil
+}
+
+// breakToast marks a TOAST relation's chunks since the last reset as
+// unreadable: a row whose pointer names the relation fails.
+func (t *Tx) breakToast(oid uint32, err error) {
+	if t.toastBroken == nil {
+		t.toastBroken = map[uint32]error{}
+	}
+	if _, ok := t.toastBroken[oid]; !ok {
+		t.toastBroken[oid] = err
+	}
+}
+
 // resolve finds the descriptor for a record on rfn (ok false: skip it,
 // counted). Present at the record decodes with that shape unless the record
 // belongs to a catalog-changing tree; everything that may have been born or
 // reshaped inside the transaction resolves at the commit, fenced by the
-// log's ambiguity intervals.
+// log's ambiguity intervals (a record inside one is a *shapeFailure).
 func (t *Tx) resolve(rfn wal.RelFileNode, lsn wal.LSN, deferCat bool) (resolved, bool, error) {
 	lk := t.cat.DescriptorAt(rfn, lsn)
 	switch lk.Result {
@@ -167,8 +254,9 @@ func (t *Tx) atCommit(at desclog.Lookup, rfn wal.RelFileNode, oid uint32, lsn wa
 		}
 		for _, a := range t.cat.AmbiguitiesIntersecting(rfn, oid, lsn, t.commit.NextLSN) {
 			if a.Contains(lsn) {
-				return resolved{}, false, fmt.Errorf("record at LSN %s on %s (relation %s): no provable shape, the descriptor log's interval %s covers it",
-					lsn, what, relName(at.Desc), a)
+				return resolved{}, false, &shapeFailure{resolved{at.Desc, at.ValidFrom},
+					fmt.Errorf("record at LSN %s on %s (relation %s): no provable shape, the descriptor log's interval %s covers it",
+						lsn, what, relName(at.Desc), a)}
 			}
 		}
 		return resolved{at.Desc, at.ValidFrom}, true, nil
@@ -204,22 +292,30 @@ func noTupleErr(lsn wal.LSN, r resolved, what string) error {
 }
 
 // insertTarget resolves the relation an INSERT or MULTI_INSERT writes: ok
-// false skips the record (counted), toast tells a TOAST relation's chunks
-// from a table's rows, and a decodable relation without tuple data is an
-// error.
-func (t *Tx) insertTarget(rel wal.RelFileNode, rec *wal.Record, deferCat, hasTuple bool, what string) (r resolved, toast, ok bool, err error) {
+// false skips the record (counted, or the relation failed: dst has its
+// OpFail), toast tells a TOAST relation's chunks from a table's rows, and a
+// decodable relation without tuple data is an error.
+func (t *Tx) insertTarget(dst []RowChange, rel wal.RelFileNode, rec *wal.Record, deferCat, hasTuple bool, tid TID, what string) (_ []RowChange, r resolved, toast, ok bool, err error) {
 	r, ok, err = t.resolve(rel, rec.LSN, deferCat)
-	if !ok || err != nil {
-		return r, false, false, err
+	if err != nil {
+		dst, err = t.failResolve(dst, err, rec.LSN, rel.RelNum, tid)
+		return dst, r, false, false, err
+	}
+	if !ok {
+		return dst, r, false, false, nil
 	}
 	table, toast := t.tableKind(r)
 	if !table && !toast {
-		return r, false, false, nil
+		return dst, r, false, false, nil
 	}
 	if !hasTuple {
-		return r, toast, false, noTupleErr(rec.LSN, r, what)
+		return dst, r, toast, false, noTupleErr(rec.LSN, r, what)
 	}
-	return r, toast, true, nil
+	if table && t.isFailed(r.desc.Oid) {
+		t.resetToast() // the chunks were the dropped row's
+		return dst, r, false, false, nil
+	}
+	return dst, r, toast, true, nil
 }
 
 func (t *Tx) addInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowChange, error) {
@@ -227,20 +323,22 @@ func (t *Tx) addInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	if err := ins.Decode(rec); err != nil {
 		return dst, err
 	}
-	r, toast, ok, err := t.insertTarget(ins.Rel, rec, deferCat, ins.HasTuple, "INSERT")
+	tid := TID{ins.Block, ins.OffNum}
+	dst, r, toast, ok, err := t.insertTarget(dst, ins.Rel, rec, deferCat, ins.HasTuple, tid, "INSERT")
 	if !ok || err != nil {
 		return dst, err
 	}
 	if toast {
-		return dst, t.addChunk(r.desc, ins.Tuple, rec.LSN)
+		t.addChunk(r.desc, ins.Tuple, rec.LSN)
+		return dst, nil
 	}
 	fields, raws, err := t.tupleFields(r.desc, ins.Tuple, rec.LSN, roleInsert, t.rawNew[:0])
 	t.rawNew = raws
-	if err != nil {
-		return dst, err
-	}
-	row := RowChange{Op: OpInsert, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields}
 	t.resetToast()
+	if err != nil {
+		return t.fail(dst, r, rec.LSN, ins.Rel.RelNum, tid, err), nil
+	}
+	row := RowChange{Op: OpInsert, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields, TID: tid, Filenode: ins.Rel.RelNum}
 	if ins.IsSpeculative() {
 		// INSERT ... ON CONFLICT: final only once confirmed.
 		t.spec[specKey{ins.Rel, ins.Block, ins.OffNum}] = row
@@ -260,6 +358,9 @@ func (t *Tx) addConfirm(dst []RowChange, rec *wal.Record) ([]RowChange, error) {
 		return dst, nil // its relation was skipped
 	}
 	delete(t.spec, k)
+	if t.isFailed(row.Desc.Oid) {
+		return dst, nil
+	}
 	t.stats.Inserts++
 	return append(dst, row), nil
 }
@@ -269,24 +370,28 @@ func (t *Tx) addMultiInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]
 	if err := mi.Decode(rec); err != nil {
 		return dst, err
 	}
-	r, toast, ok, err := t.insertTarget(mi.Rel, rec, deferCat, mi.HasTuples, "MULTI_INSERT")
+	// A failure of the whole record names no single tuple.
+	dst, r, toast, ok, err := t.insertTarget(dst, mi.Rel, rec, deferCat, mi.HasTuples, TID{}, "MULTI_INSERT")
 	if !ok || err != nil {
 		return dst, err
 	}
+	start := len(dst)
 	it := mi.Tuples()
 	for it.Next(&t.mit) {
 		if toast {
-			if err := t.addChunk(r.desc, t.mit.Tuple, rec.LSN); err != nil {
-				return dst, err
-			}
+			t.addChunk(r.desc, t.mit.Tuple, rec.LSN)
 			continue
 		}
+		tid := TID{mi.Block, t.mit.OffNum}
 		fields, raws, err := t.tupleFields(r.desc, t.mit.Tuple, rec.LSN, roleInsert, t.rawNew[:0])
 		t.rawNew = raws
 		if err != nil {
-			return dst, err
+			// The record's tuples stand or fall together.
+			t.stats.Inserts -= int64(len(dst) - start)
+			t.resetToast()
+			return t.fail(dst[:start], r, rec.LSN, mi.Rel.RelNum, tid, err), nil
 		}
-		dst = append(dst, RowChange{Op: OpInsert, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields})
+		dst = append(dst, RowChange{Op: OpInsert, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields, TID: tid, Filenode: mi.Rel.RelNum})
 		t.stats.Inserts++
 	}
 	// COPY toasts a whole batch before logging its pages: the chunks of
@@ -298,17 +403,19 @@ func (t *Tx) addMultiInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]
 }
 
 // identityKeys returns the replica identity columns (nil: every live
-// column, REPLICA IDENTITY FULL), or an error when the table has none.
-func identityKeys(d *desclog.Descriptor, lsn wal.LSN, what string) ([]int16, error) {
+// column, REPLICA IDENTITY FULL); ok is false when the table has none
+// (REPLICA IDENTITY NOTHING, or DEFAULT without a primary key): its rows
+// are known by their physical identity (filenode and TID) only.
+func identityKeys(d *desclog.Descriptor) (keys []int16, ok bool) {
 	switch d.ReplIdent {
 	case 'f':
-		return nil, nil
+		return nil, true
 	case 'd', 'i':
 		if len(d.KeyAttnums) > 0 {
-			return d.KeyAttnums, nil
+			return d.KeyAttnums, true
 		}
 	}
-	return nil, fmt.Errorf("relation %s has no usable replica identity (REPLICA IDENTITY NOTHING or DEFAULT without a primary key): its %s at LSN %s cannot be applied", relName(d), what, lsn)
+	return nil, false
 }
 
 func (t *Tx) addDelete(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowChange, error) {
@@ -325,31 +432,57 @@ func (t *Tx) addDelete(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 		}
 		return dst, nil
 	}
+	tid := TID{del.Block, del.OffNum}
 	r, ok, err := t.resolve(del.Rel, rec.LSN, deferCat)
-	if !ok || err != nil {
-		return dst, err
+	if err != nil {
+		return t.failResolve(dst, err, rec.LSN, del.Rel.RelNum, tid)
+	}
+	if !ok {
+		return dst, nil
 	}
 	if table, _ := t.tableKind(r); !table {
 		return dst, nil // TOAST chunk deletions carry nothing to apply
 	}
-	keys, err := identityKeys(r.desc, rec.LSN, "DELETE")
-	if err != nil {
-		return dst, err
-	}
-	if !del.HasOldTuple {
-		return dst, fmt.Errorf("relation %s has no usable replica identity (REPLICA IDENTITY NOTHING or DEFAULT without a primary key): its DELETE at LSN %s cannot be applied (no old key logged)", relName(r.desc), rec.LSN)
-	}
-	fields, raws, err := t.tupleFields(r.desc, del.OldTuple, rec.LSN, roleOld, t.rawOld[:0])
-	t.rawOld = raws
-	if err != nil {
-		return dst, err
-	}
-	if keys != nil {
-		fields = t.project(fields, keys)
-	}
 	t.resetToast()
+	if t.isFailed(r.desc.Oid) {
+		return dst, nil
+	}
+	row := RowChange{Op: OpDelete, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, TID: tid, Filenode: del.Rel.RelNum}
+	keys, ok := identityKeys(r.desc)
+	switch {
+	case !ok:
+		// No key to name the row by: the TID does.
+		t.stats.NoIdentity++
+	case !del.HasOldTuple:
+		return t.fail(dst, r, rec.LSN, del.Rel.RelNum, tid, fmt.Errorf("DELETE at LSN %s on relation %s logs no old key although its replica identity (%s) has one: the descriptor does not match the record",
+			rec.LSN, relName(r.desc), identityWord(r.desc.ReplIdent))), nil
+	default:
+		fields, raws, err := t.tupleFields(r.desc, del.OldTuple, rec.LSN, roleOld, t.rawOld[:0])
+		t.rawOld = raws
+		if err != nil {
+			return t.fail(dst, r, rec.LSN, del.Rel.RelNum, tid, err), nil
+		}
+		if keys != nil {
+			fields = t.project(fields, keys)
+		}
+		row.Fields = fields
+	}
 	t.stats.Deletes++
-	return append(dst, RowChange{Op: OpDelete, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields}), nil
+	return append(dst, row), nil
+}
+
+func identityWord(c byte) string {
+	switch c {
+	case 'd':
+		return "DEFAULT"
+	case 'i':
+		return "USING INDEX"
+	case 'f':
+		return "FULL"
+	case 'n':
+		return "NOTHING"
+	}
+	return string(c)
 }
 
 func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowChange, error) {
@@ -357,9 +490,14 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	if err := upd.Decode(rec); err != nil {
 		return dst, err
 	}
+	tid, oldTID := TID{upd.NewBlock, upd.NewOffNum}, TID{upd.OldBlock, upd.OldOffNum}
+	filenode := upd.Rel.RelNum
 	r, ok, err := t.resolve(upd.Rel, rec.LSN, deferCat)
-	if !ok || err != nil {
-		return dst, err
+	if err != nil {
+		return t.failResolve(dst, err, rec.LSN, filenode, tid)
+	}
+	if !ok {
+		return dst, nil
 	}
 	if table, _ := t.tableKind(r); !table {
 		return dst, nil
@@ -370,20 +508,26 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	if upd.PrefixLen != 0 || upd.SuffixLen != 0 {
 		return dst, fmt.Errorf("UPDATE at LSN %s on relation %s shares a prefix/suffix with the old tuple (wal_level below logical): the new row is incomplete", rec.LSN, relName(r.desc))
 	}
-	keys, err := identityKeys(r.desc, rec.LSN, "UPDATE")
-	if err != nil {
-		return dst, err
+	if t.isFailed(r.desc.Oid) {
+		t.resetToast()
+		return dst, nil
 	}
+	keys, identity := identityKeys(r.desc)
 	var newF []Field
 	newF, t.rawNew, err = t.tupleFields(r.desc, upd.NewTuple, rec.LSN, roleUpdateNew, t.rawNew[:0])
 	if err != nil {
-		return dst, err
+		t.resetToast()
+		return t.fail(dst, r, rec.LSN, filenode, tid, err), nil
 	}
-	if upd.HasOldTuple {
+	if !identity {
+		// No key, so no key change: the TIDs say which tuple became which.
+		t.stats.NoIdentity++
+	} else if upd.HasOldTuple {
 		var oldF []Field
 		oldF, t.rawOld, err = t.tupleFields(r.desc, upd.OldTuple, rec.LSN, roleOld, t.rawOld[:0])
 		if err != nil {
-			return dst, err
+			t.resetToast()
+			return t.fail(dst, r, rec.LSN, filenode, tid, err), nil
 		}
 		// An omitted (unchanged) value equals the old one when that is logged.
 		for i := range newF {
@@ -400,7 +544,7 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 			if keys != nil {
 				old = t.project(oldF, keys)
 			}
-			dst = append(dst, RowChange{Op: OpDelete, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: old})
+			dst = append(dst, RowChange{Op: OpDelete, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: old, TID: oldTID, Filenode: filenode})
 			t.stats.Deletes++
 			t.stats.KeyChangeDeletes++
 		}
@@ -412,7 +556,8 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	}
 	t.resetToast()
 	t.stats.Updates++
-	return append(dst, RowChange{Op: OpUpdate, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: newF}), nil
+	return append(dst, RowChange{Op: OpUpdate, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: newF,
+		TID: tid, OldTID: oldTID, Filenode: filenode}), nil
 }
 
 func (t *Tx) addTruncate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowChange, error) {
@@ -423,13 +568,19 @@ func (t *Tx) addTruncate(dst []RowChange, rec *wal.Record, deferCat bool) ([]Row
 	for i := 0; i < trn.NumRelIDs(); i++ {
 		r, ok, err := t.resolveOid(trn.DbID, trn.RelID(i), rec.LSN, deferCat)
 		if err != nil {
-			return dst, err
+			if dst, err = t.failResolve(dst, err, rec.LSN, 0, TID{}); err != nil {
+				return dst, err
+			}
+			continue
 		}
 		if !ok {
 			continue
 		}
 		if r.desc.Kind != 'r' && r.desc.Kind != 'p' {
 			t.stats.SkippedKind++
+			continue
+		}
+		if t.isFailed(r.desc.Oid) {
 			continue
 		}
 		t.stats.Truncates++

@@ -86,6 +86,20 @@ func mustAdd(t *testing.T, tx *Tx, rows []RowChange, rec *wal.Record) []RowChang
 	return rows
 }
 
+// mustFail feeds rec, which must fail its relation: the OpFail row it
+// appends is returned.
+func mustFail(t *testing.T, tx *Tx, rec *wal.Record) RowChange {
+	t.Helper()
+	rows, err := tx.Add(nil, rec, false)
+	if err != nil {
+		t.Fatalf("the relation's failure stopped the transaction: %v", err)
+	}
+	if len(rows) != 1 || rows[0].Op != OpFail || rows[0].Err == nil || rows[0].LSN != rec.LSN || rows[0].Desc == nil || len(rows[0].Fields) != 0 {
+		t.Fatalf("rows %+v, want one OpFail at %s", rows, rec.LSN)
+	}
+	return rows[0]
+}
+
 // chunkRecords feeds data as TOAST chunks of value id (1996-byte chunks, as
 // TOAST_MAX_CHUNK_SIZE on 8 kB pages), starting at *lsn.
 func addChunks(t *testing.T, tx *Tx, lsn *wal.LSN, id uint32, data []byte) {
@@ -265,12 +279,23 @@ func TestTxToastErrors(t *testing.T) {
 			if c.feed != nil {
 				c.feed(t, tx, &lsn)
 			}
-			_, err := tx.Add(nil, c.last(t), false)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
+			f := mustFail(t, tx, c.last(t))
+			err := f.Err
+			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
-			if !strings.Contains(err.Error(), "public.items") && !strings.Contains(err.Error(), "relation 20001") {
-				t.Errorf("error does not name the relation: %v", err)
+			if !strings.Contains(err.Error(), "public.items (oid 20000)") || !strings.Contains(err.Error(), "LSN 0/00009000") {
+				t.Errorf("error does not name the relation and the LSN: %v", err)
+			}
+			if f.Desc.Oid != 20000 || f.Filenode != mainRfn.RelNum || !f.TID.Valid() {
+				t.Errorf("failure %+v", f)
+			}
+			// The relation's later changes in the transaction are dropped.
+			if rows := mustAdd(t, tx, nil, insertRecord(t, 0x9100, mainRfn, 2, 0, itemTuple(2, short("b"), 2))); len(rows) != 0 {
+				t.Errorf("a failed relation's later insert: %+v", rows)
+			}
+			if s := tx.Stats(); s.Failures != 1 || s.DroppedAfterFailure != 1 {
+				t.Errorf("stats %+v", s)
 			}
 		})
 	}
@@ -315,26 +340,40 @@ func TestTxSpeculative(t *testing.T) {
 	}
 }
 
-func TestTxReplicaIdentityErrors(t *testing.T) {
+// TestTxNoReplicaIdentity: a table without a usable replica identity
+// (NOTHING, or DEFAULT without a primary key) logs no old key; its UPDATEs
+// and DELETEs go out with their physical row identity instead of failing.
+func TestTxNoReplicaIdentity(t *testing.T) {
 	noKey := mainDesc()
 	noKey.KeyAttnums = nil
 	nothing := mainDesc()
-	nothing.ReplIdent = 'n'
-	for name, c := range map[string]struct {
-		desc *desclog.Descriptor
-		rec  func(t *testing.T) *wal.Record
-	}{
-		"delete without old key": {mainDesc(), func(t *testing.T) *wal.Record { return deleteRecord(t, 0x1000, mainRfn, 1, 0, nil) }},
-		"update without primary key": {noKey, func(t *testing.T) *wal.Record {
-			return updateRecord(t, 0x1000, mainRfn, itemTuple(1, short("a"), 1), nil, 0)
-		}},
-		"delete replica identity nothing": {nothing, func(t *testing.T) *wal.Record { return deleteRecord(t, 0x1000, mainRfn, 1, 0, nil) }},
-	} {
-		tx, _ := newTestTx(TxOptions{}, c.desc)
-		_, err := tx.Add(nil, c.rec(t), false)
-		if err == nil || !strings.Contains(err.Error(), "public.items (oid 20000) has no usable replica identity") || !strings.Contains(err.Error(), "LSN 0/00001000") {
-			t.Errorf("%s: %v", name, err)
-		}
+	nothing.ReplIdent, nothing.KeyAttnums = 'n', nil
+	for name, desc := range map[string]*desclog.Descriptor{"default without primary key": noKey, "nothing": nothing} {
+		t.Run(name, func(t *testing.T) {
+			tx, _ := newTestTx(TxOptions{}, desc)
+			rows := mustAdd(t, tx, nil, updateRecord(t, 0x1000, mainRfn, itemTuple(1, short("a"), 1), nil, 0))
+			rows = mustAdd(t, tx, rows, deleteRecord(t, 0x1100, mainRfn, 5, 0, nil))
+			if len(rows) != 2 {
+				t.Fatalf("rows %+v", rows)
+			}
+			u, d := rows[0], rows[1]
+			if u.Op != OpUpdate || len(u.Fields) != 3 || u.TID != (TID{0, 2}) || u.OldTID != (TID{0, 1}) || u.Filenode != mainRfn.RelNum {
+				t.Errorf("update %+v", u)
+			}
+			if d.Op != OpDelete || len(d.Fields) != 0 || d.TID != (TID{0, 5}) || d.Filenode != mainRfn.RelNum {
+				t.Errorf("delete %+v", d)
+			}
+			if s := tx.Stats(); s.NoIdentity != 2 || s.Updates != 1 || s.Deletes != 1 || s.KeyChangeDeletes != 0 || s.Failures != 0 {
+				t.Errorf("stats %+v", s)
+			}
+		})
+	}
+	// A table whose descriptor has a key, but whose DELETE logs none: the
+	// descriptor does not match the record, so the table fails (alone).
+	tx, _ := newTestTx(TxOptions{}, mainDesc())
+	f := mustFail(t, tx, deleteRecord(t, 0x1000, mainRfn, 1, 0, nil))
+	if !strings.Contains(f.Err.Error(), "public.items (oid 20000)") || !strings.Contains(f.Err.Error(), "LSN 0/00001000") || f.TID != (TID{0, 1}) {
+		t.Errorf("failure %+v: %v", f, f.Err)
 	}
 }
 
@@ -405,13 +444,14 @@ func TestTxResolution(t *testing.T) {
 				cat.at[commitNext] = *c.atCommit
 			}
 			cat.amb = c.amb
-			rows, err := tx.Add(nil, ins(t, 0x1000), c.deferCat)
 			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "0/00001000") {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
+				f := mustFail(t, tx, ins(t, 0x1000))
+				if !strings.Contains(f.Err.Error(), c.wantErr) || !strings.Contains(f.Err.Error(), "0/00001000") || f.Desc != cat.at[commitNext].Desc {
+					t.Fatalf("failure %+v, want %q", f, c.wantErr)
 				}
 				return
 			}
+			rows, err := tx.Add(nil, ins(t, 0x1000), c.deferCat)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -484,9 +524,21 @@ func FuzzTxAdd(f *testing.F) {
 		tx, _ := newTestTx(TxOptions{MaxValueBytes: 1 << 20}, desc, toastDesc())
 		rows, err := tx.Add(nil, &rec, deferCat)
 		if err == nil {
-			_, _ = tx.Add(rows, &rec, deferCat) // the same record again: carried state
+			rows, _ = tx.Add(rows, &rec, deferCat) // the same record again: carried state
 		}
-		_, _ = tx.Finish(nil)
+		rows, _ = tx.Finish(rows)
+		for _, r := range rows {
+			switch r.Op {
+			case OpFail:
+				if r.Err == nil || r.Desc == nil || len(r.Fields) != 0 {
+					t.Fatalf("failure without a reason or a relation: %+v", r)
+				}
+			case OpInsert, OpUpdate, OpDelete:
+				if r.Filenode == 0 || r.Err != nil {
+					t.Fatalf("row without an identity: %+v", r)
+				}
+			}
+		}
 	})
 }
 
