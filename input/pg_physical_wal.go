@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -107,20 +108,44 @@ func newSessionResource(conf *service.ParsedConfig, mgr *service.Resources) (any
 type physicalWALInput struct {
 	label string
 	mgr   *service.Resources
-	sess  *session.Session
+	sess  sessionReader
 
-	// failures counts session stops since the last acknowledged batch:
-	// restarts back off (1 s doubling to 30 s) so a failure that recurs at
-	// the same record does not restart the session several times a second.
-	failures atomic.Int32
+	// Connect and ReadBatch run on one goroutine; mu guards the restart
+	// state all the same.
+	mu sync.Mutex
+	// restarts backs off consecutive stops without progress (1 s doubling
+	// to 30 s, staying there), so a failure that recurs at the same record
+	// does not restart the session every second; failures words the one
+	// line logged per stop; wait is what the next Connect waits first.
+	restarts restartPolicy
+	failures failureLog
+	wait     time.Duration
+	// sleep waits out a back-off; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
-// restartBackoff is the wait before the n-th consecutive restart.
-func restartBackoff(n int) time.Duration {
-	if n <= 0 {
-		return 0
+// sessionReader is what the input uses of its session (a *session.Session;
+// tests fake it).
+type sessionReader interface {
+	Attach(reader any)
+	Start(ctx context.Context) error
+	Next(ctx context.Context) (*session.Batch, error)
+	Ack(b *session.Batch)
+	Fail(err error)
+	Epoch() uint64
+	Delivered() wal.LSN
+}
+
+// sleep waits d, or less if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return min(time.Second<<min(n-1, 5), 30*time.Second)
 }
 
 func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchInput, error) {
@@ -128,13 +153,15 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	if err != nil {
 		return nil, err
 	}
-	in := &physicalWALInput{label: label, mgr: mgr}
+	in := &physicalWALInput{label: label, mgr: mgr, restarts: newRestartPolicy(), sleep: sleep}
+	var sess *session.Session
 	err = mgr.AccessCustomResource(context.Background(), config.ResourceType, label, func(v any) {
-		in.sess, _ = v.(*session.Session)
+		sess, _ = v.(*session.Session)
 	})
-	if err != nil || in.sess == nil {
+	if err != nil || sess == nil {
 		return nil, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, label, err)
 	}
+	in.sess = sess
 	// A nacked batch is not delivered again as it was: the session restarts
 	// from its durable resume point (nothing past the resume floor is lost)
 	// and streams it again in a new run, decoder state rebuilt. Replaying
@@ -142,28 +169,61 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	return in, nil
 }
 
+// Connect starts the session, or restarts it after a stop. It retries a
+// failed start itself, backing off as restarts do, so each failure is
+// logged once here (Benthos would log every failed Connect, once per
+// retry), and returns only once the session runs, the input is closing, or
+// the failure is one no restart can cure.
 func (in *physicalWALInput) Connect(ctx context.Context) error {
-	if n := int(in.failures.Load()); restartBackoff(n) > 0 {
-		wait := restartBackoff(n)
-		in.mgr.Logger().Infof("restarting the walshadow session in %s (%d consecutive stops without progress)", wait, n)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+	for {
+		in.mu.Lock()
+		wait := in.wait
+		in.wait = 0
+		in.mu.Unlock()
+		if wait > 0 {
+			if err := in.sleep(ctx, wait); err != nil {
+				return err
+			}
 		}
+		// A new input on a running session is a config reload (walshadow
+		// run -w): the old pipeline's batches are gone with it, so the
+		// session resumes from its durable state rather than continue
+		// mid-run.
+		in.sess.Attach(in)
+		err := in.sess.Start(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, session.ErrClosed):
+			return service.ErrEndOfInput
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case session.IsPermanent(err):
+			// Retrying cannot help and would repeat the same line
+			// forever: say it once and stop, nothing having been written.
+			in.mgr.Logger().Errorf("walshadow cannot start: %v", err)
+			exitProcess(1)
+			return err
+		}
+		in.stopped(err, true)
 	}
-	// A new input on a running session is a config reload (walshadow run
-	// -w): the old pipeline's batches are gone with it, so the session
-	// resumes from its durable state rather than continue mid-run.
-	in.sess.Attach(in)
-	err := in.sess.Start(ctx)
-	if err != nil && session.IsPermanent(err) {
-		// Retrying cannot help and would repeat the same line forever:
-		// say it once and stop, nothing having been written.
-		in.mgr.Logger().Errorf("walshadow cannot start: %v", err)
-		exitProcess(1)
+}
+
+// stopped reports a stop of the session (a run that stopped, or a start
+// that failed): it decides the wait before the next start and logs the one
+// line for it.
+func (in *physicalWALInput) stopped(err error, starting bool) {
+	msg := strings.TrimPrefix(err.Error(), session.ErrStopped.Error()+": ")
+	pos := in.sess.Delivered()
+	in.mu.Lock()
+	d := in.restarts.stopped(pos)
+	if d.Progress {
+		in.failures.reset()
 	}
-	return err
+	in.wait = d.Wait
+	line := in.failures.line(time.Now(), msg, starting, d.Streak, d.Wait)
+	in.mu.Unlock()
+	in.mgr.Logger().Error(line)
 }
 
 // exitProcess ends the process on an error no restart can cure; tests
@@ -176,11 +236,13 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		switch {
 		case errors.Is(err, session.ErrClosed):
 			return nil, nil, service.ErrEndOfInput
+		case errors.Is(err, session.ErrReattached):
+			// A config reload replaced this input: it has no future.
+			return nil, nil, service.ErrEndOfInput
 		case errors.Is(err, session.ErrStopped):
-			// Connect restarts the session from its resume point, or
-			// reports why it cannot.
-			in.mgr.Logger().Errorf("%v", err)
-			in.failures.Add(1)
+			// Connect restarts the session from its resume point after
+			// the back-off, or reports why it cannot.
+			in.stopped(err, false)
 			return nil, nil, service.ErrNotConnected
 		}
 		return nil, nil, err
@@ -206,15 +268,15 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 			// A nack of an older run's batch is moot: that run already
 			// stopped and its successor re-streams what the batch held.
 			if b.Epoch == in.sess.Epoch() {
-				in.sess.Fail(fmt.Errorf("batch %d of run %d was not delivered: %w; restarting the session from its resume point", b.Seq, b.Epoch, err))
+				in.sess.Fail(fmt.Errorf("batch %d of run %d was not delivered: %w", b.Seq, b.Epoch, err))
 			}
 			return nil
 		}
+		// Progress is judged at the next stop, by the delivered position
+		// (restartPolicy): an acknowledgement alone is none, as a run
+		// that re-delivers what it had and fails at the same record again
+		// must keep backing off.
 		in.sess.Ack(b)
-		// Progress: a later stop starts its backoff afresh. (Reading a
-		// batch is not progress: a batch the output refuses every time
-		// would otherwise restart the session every second forever.)
-		in.failures.Store(0)
 		return nil
 	}, nil
 }

@@ -170,8 +170,9 @@ func (s *Session) Start(ctx context.Context) error {
 	return nil
 }
 
-// errReattached stops a run whose reader was replaced (a config reload).
-var errReattached = errors.New("a new input reads the session (the pipeline's config was reloaded)")
+// ErrReattached stops a run whose reader was replaced (a config reload):
+// the replaced reader's Next returns it (wrapped in ErrStopped).
+var ErrReattached = errors.New("a new input reads the session (the pipeline's config was reloaded)")
 
 // Attach records the input reading the session. A different input than
 // the one before (a config reload rebuilt the pipeline, keeping this
@@ -185,7 +186,7 @@ func (s *Session) Attach(reader any) {
 	s.reader = reader
 	stale := prev != nil && prev != reader && s.running && s.runErr == nil
 	if stale {
-		s.runErr = errReattached
+		s.runErr = ErrReattached
 	}
 	s.mu.Unlock()
 	if stale {
@@ -511,14 +512,22 @@ func (s *Session) setParts(p *parts) {
 	s.mu.Unlock()
 }
 
-// failRun records the error that stopped the session's goroutines.
+// failRun records the error that stopped the session's goroutines. The
+// first one is what Next returns: the reader (the pg_physical_wal input)
+// logs it once, with its restart back-off, so it is only a debug line here;
+// errors after it are consequences of the stop.
 func (s *Session) failRun(err error) {
 	s.mu.Lock()
-	if s.runErr == nil {
+	first := s.runErr == nil
+	if first {
 		s.runErr = err
 	}
 	s.mu.Unlock()
-	s.log.Error("session stopped", "error", err)
+	if first {
+		s.log.Debug("session run stopped", "error", err)
+	} else {
+		s.log.Debug("after the session run had stopped", "error", err)
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
