@@ -34,8 +34,18 @@ func TestCatalogFilenodesRaceWithDroppedDatabase(t *testing.T) {
 	if _, err := conn.Exec(ctx, "VACUUM FULL pg_class", pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}
+	// Read on this connection, closed before the rename (which refuses a
+	// database anybody is connected to).
+	var renamed RelFile
+	if err := conn.QueryRow(ctx, `
+SELECT CASE WHEN c.reltablespace = 0 THEN d.dattablespace ELSE c.reltablespace END, d.oid, pg_relation_filenode(c.oid)
+FROM pg_class c, pg_database d WHERE d.datname = current_database() AND c.oid = 'pg_class'::regclass`).Scan(&renamed.Spc, &renamed.DB, &renamed.Filenode); err != nil {
+		t.Fatal(err)
+	}
 	conn.Close(ctx)
-	renamed := sourceRelFile(t, ctx, src.DSNFor("renamed_db"), "pg_class")
+	if renamed.Filenode < FirstNormalObjectID {
+		t.Fatalf("VACUUM FULL left pg_class at %s", renamed)
+	}
 	goneOID := uint32(src.QueryInt(t, "SELECT oid::bigint FROM pg_database WHERE datname = 'gone_db'"))
 
 	var listed []string
