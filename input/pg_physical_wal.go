@@ -68,7 +68,15 @@ never come out. A large transaction spans several batches. Metadata:
 
 The resume point never passes the first record of a transaction not yet
 acknowledged downstream, and a restart skips transactions already
-acknowledged. Keep `+"`pipeline.threads: 1`"+` where order matters.`).
+acknowledged. Keep `+"`pipeline.threads: 1`"+` where order matters.
+
+When the session stops (a batch refused downstream, the source or the shadow
+lost, ...) or cannot start, the input restarts it from its resume point. It
+waits 1 s before the first restart and doubles the wait, up to 30 s, for as
+long as the restarts make no progress, i.e. until a run delivers past what had
+been delivered when the previous one stopped. Each stop is logged once; an
+error that keeps recurring is logged as one short "still failing" line per
+restart, with its count.`).
 		Field(service.NewStringField(config.FieldSession).
 			Description("Label of the `walshadow` resource (the source session) to read.").
 			Example("main")).
