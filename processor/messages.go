@@ -2,8 +2,10 @@ package processor
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -14,28 +16,93 @@ import (
 
 // Metadata keys of the messages walshadow_decode emits.
 const (
-	MetaOperation       = "walshadow_operation"
-	MetaEvent           = "walshadow_event"
-	MetaSchema          = "walshadow_schema"
-	MetaTable           = "walshadow_table"
-	MetaRelationOid     = "walshadow_relation_oid"
-	MetaLSN             = "walshadow_lsn"
-	MetaCommitLSN       = "walshadow_commit_lsn"
-	MetaXID             = "walshadow_xid"
-	MetaCommitTime      = "walshadow_commit_time"
-	MetaDescVersion     = "walshadow_descriptor_version"
-	MetaKey             = "walshadow_key"
-	MetaUnchangedToast  = "walshadow_unchanged_toast"
-	MetaKeyChanged      = "walshadow_key_changed"
-	MetaRecordIndex     = "walshadow_record_index"
+	MetaOperation      = "walshadow_operation"
+	MetaEvent          = "walshadow_event"
+	MetaSchema         = "walshadow_schema"
+	MetaTable          = "walshadow_table"
+	MetaRelationOid    = "walshadow_relation_oid"
+	MetaLSN            = "walshadow_lsn"
+	MetaCommitLSN      = "walshadow_commit_lsn"
+	MetaXID            = "walshadow_xid"
+	MetaCommitTime     = "walshadow_commit_time"
+	MetaDescVersion    = "walshadow_descriptor_version"
+	MetaKey            = "walshadow_key"
+	MetaUnchangedToast = "walshadow_unchanged_toast"
+	MetaKeyChanged     = "walshadow_key_changed"
+	MetaRecordIndex    = "walshadow_record_index"
+	// MetaTID is the tuple a row change leaves live, "block:offset" (see
+	// FormatTID): the inserted tuple, the new version of an update, the
+	// deleted tuple (for the delete half of a key change, the old version).
+	MetaTID = "walshadow_tid"
+	// MetaOldTID is the version an update replaced, "block:offset"
+	// (updates only).
+	MetaOldTID = "walshadow_old_tid"
+	// MetaFilenode is the relfilenode of the heap the change was written
+	// to, in decimal: the table's storage generation (TRUNCATE, VACUUM
+	// FULL, CLUSTER and rewrites start a new one).
+	MetaFilenode = "walshadow_filenode"
+	// MetaError is why a table failed (OperationFail only): it names the
+	// LSN, the relation and the column at fault.
+	MetaError           = "walshadow_error"
 	OperationInsert     = "insert"
 	OperationUpdate     = "update"
 	OperationDelete     = "delete"
 	OperationTruncate   = "truncate"
 	OperationSchema     = "schema"
+	OperationFail       = "fail"
 	EventTruncate       = "truncate"
 	schemaPayloadFormat = 1
 )
+
+// maxTIDLen is the longest FormatTID text: "4294967295:65535".
+const maxTIDLen = 16
+
+// AppendTID appends a tuple identity's text, "block:offset" in decimal
+// (block 0..4294967295, offset 1..65535), to dst.
+func AppendTID(dst []byte, block uint32, off uint16) []byte {
+	dst = strconv.AppendUint(dst, uint64(block), 10)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, uint64(off), 10)
+}
+
+// FormatTID is a tuple identity's metadata text (MetaTID, MetaOldTID):
+// "block:offset" in decimal, e.g. "0:1".
+func FormatTID(block uint32, off uint16) string {
+	return string(AppendTID(make([]byte, 0, maxTIDLen), block, off))
+}
+
+// ParseTID reads FormatTID's text back. It accepts only the canonical form
+// (decimal digits without sign, spaces or leading zeros) and an offset of at
+// least 1, so ParseTID and FormatTID round-trip both ways.
+func ParseTID(s string) (block uint32, off uint16, err error) {
+	b, o, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("tuple identity %q: want block:offset", s)
+	}
+	bv, ok1 := parseCanonicalUint(b, 1<<32-1)
+	ov, ok2 := parseCanonicalUint(o, 1<<16-1)
+	if !ok1 || !ok2 || ov == 0 {
+		return 0, 0, fmt.Errorf("tuple identity %q: want block:offset, block 0..4294967295 and offset 1..65535 in decimal", s)
+	}
+	return uint32(bv), uint16(ov), nil
+}
+
+// parseCanonicalUint parses decimal digits with no sign and no leading
+// zero, up to max.
+func parseCanonicalUint(s string, max uint64) (uint64, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' || len(s) > 10 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, v <= max
+}
 
 // messages builds the output of one batch, events placed before the rows
 // decoded after them.
@@ -91,12 +158,17 @@ func opName(op decode.Op) string {
 		return OperationDelete
 	case decode.OpTruncate:
 		return OperationTruncate
+	case decode.OpFail:
+		return OperationFail
 	}
 	return "unknown"
 }
 
 func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.Message {
 	m := service.NewMessage(nil)
+	if r.Op == decode.OpFail {
+		return p.failMessage(m, r, tx)
+	}
 	payload := make(map[string]any, len(r.Fields))
 	var omitted []string
 	for i := range r.Fields {
@@ -122,10 +194,48 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.M
 	m.MetaSetMut(MetaXID, tx.xidText)
 	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
 	m.MetaSetMut(MetaDescVersion, p.text.version(r.DescFrom))
+	p.setIdentityMeta(m, r)
 	if omitted != nil {
 		m.MetaSetMut(MetaUnchangedToast, strings.Join(omitted, ","))
 	}
 	p.m.rows.Incr(1, op)
+	return m
+}
+
+// setIdentityMeta sets the change's physical identity: its tuple, the
+// version an update replaced, and the heap's filenode.
+func (p *decodeProcessor) setIdentityMeta(m *service.Message, r *decode.RowChange) {
+	if r.TID.Valid() {
+		m.MetaSetMut(MetaTID, p.text.tid(r.TID))
+	}
+	if r.Op == decode.OpUpdate {
+		m.MetaSetMut(MetaOldTID, p.text.tid(r.OldTID))
+	}
+	if r.Filenode != 0 {
+		m.MetaSetMut(MetaFilenode, p.text.filenode(r.Desc, r.Filenode))
+	}
+}
+
+// failMessage is a table's failure: an empty payload, the reason in
+// MetaError, and the relation and transaction metadata of a row change.
+func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *txMeta) *service.Message {
+	m.SetStructuredMut(map[string]any{})
+	reason := "unknown failure"
+	if r.Err != nil {
+		reason = r.Err.Error()
+	}
+	m.MetaSetMut(MetaOperation, OperationFail)
+	m.MetaSetMut(MetaError, reason)
+	p.setRelationMeta(m, r.Desc)
+	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
+	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
+	m.MetaSetMut(MetaXID, tx.xidText)
+	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
+	m.MetaSetMut(MetaDescVersion, p.text.version(r.DescFrom))
+	p.setIdentityMeta(m, r)
+	p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
+		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.topXID, tx.commitLSNText, r.LSN, reason)
+	p.m.rows.Incr(1, OperationFail)
 	return m
 }
 
@@ -146,9 +256,63 @@ type textCache struct {
 	lastLSN, lastVersion wal.LSN
 	lsnText, versionText any
 	relations            map[*desclog.Descriptor]*relationMeta
+
+	// TIDs differ row by row: their texts are appended to a byte slab and
+	// boxed from a string slab, so a TID costs no allocation of its own.
+	// Slabs are append-only and a full one is replaced, never reused: the
+	// messages of earlier batches keep valid strings.
+	tidBytes []byte
+	tidStrs  []string
 }
 
-type relationMeta struct{ schema, table, oid, key any }
+type relationMeta struct{ schema, table, oid, key, filenode any }
+
+const (
+	tidByteSlab = 16 << 10
+	tidStrSlab  = 1024
+)
+
+// tid is t's metadata text (FormatTID).
+func (c *textCache) tid(t decode.TID) any {
+	if cap(c.tidBytes)-len(c.tidBytes) < maxTIDLen {
+		c.tidBytes = make([]byte, 0, tidByteSlab)
+	}
+	start := len(c.tidBytes)
+	c.tidBytes = AppendTID(c.tidBytes, t.Block, t.Off)
+	if len(c.tidStrs) == cap(c.tidStrs) {
+		c.tidStrs = make([]string, 0, tidStrSlab)
+	}
+	c.tidStrs = append(c.tidStrs, unsafe.String(&c.tidBytes[start], len(c.tidBytes)-start))
+	return boxString(&c.tidStrs[len(c.tidStrs)-1])
+}
+
+// filenode is a filenode's text: the descriptor's own is formatted once.
+func (c *textCache) filenode(d *desclog.Descriptor, fn uint32) any {
+	if fn == d.Rfn.RelNum {
+		return c.relation(d).filenode
+	}
+	return strconv.FormatUint(uint64(fn), 10)
+}
+
+// eface is the runtime layout of an empty interface.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+var stringType = func() unsafe.Pointer {
+	var v any = ""
+	return (*eface)(unsafe.Pointer(&v)).typ
+}()
+
+// boxString is any(*p) without the runtime's copy of the string header:
+// the interface points at *p, which the caller never writes again.
+func boxString(p *string) any {
+	var v any
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ, e.data = stringType, unsafe.Pointer(p)
+	return v
+}
 
 func (c *textCache) lsn(l wal.LSN) any {
 	if l != c.lastLSN || c.lsnText == nil {
@@ -191,7 +355,8 @@ func (c *textCache) relation(d *desclog.Descriptor) *relationMeta {
 		c.relations = map[*desclog.Descriptor]*relationMeta{}
 	}
 	rm := &relationMeta{schema: d.Namespace, table: d.Name,
-		oid: strconv.FormatUint(uint64(d.Oid), 10), key: strings.Join(keyNames(d), ",")}
+		oid: strconv.FormatUint(uint64(d.Oid), 10), key: strings.Join(keyNames(d), ","),
+		filenode: strconv.FormatUint(uint64(d.Rfn.RelNum), 10)}
 	c.relations[d] = rm
 	return rm
 }

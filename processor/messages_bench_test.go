@@ -30,11 +30,13 @@ func benchBatch(d *desclog.Descriptor, n int) *batchOut {
 		xidText: "900", commitLSNText: "0/50000000", commitTimeText: "2024-01-02T03:04:05Z"}
 	o := &batchOut{}
 	for i := 0; i < n; i++ {
-		r := decode.RowChange{Op: decode.OpInsert, LSN: wal.LSN(0x1000_0000 + (i/8)*0x100), Desc: d, DescFrom: 0x100}
+		r := decode.RowChange{Op: decode.OpInsert, LSN: wal.LSN(0x1000_0000 + (i/8)*0x100), Desc: d, DescFrom: 0x100,
+			TID: decode.TID{Block: uint32(i / 60), Off: uint16(i%60 + 1)}, Filenode: d.Rfn.RelNum}
 		switch i % 16 {
 		case 13, 14:
 			r.Op = decode.OpUpdate
 			r.LSN = wal.LSN(0x2000_0000 + i*0x80)
+			r.OldTID = decode.TID{Block: 7, Off: uint16(i%60 + 1)}
 		case 15:
 			r.Op = decode.OpDelete
 			r.LSN = wal.LSN(0x2000_0000 + i*0x80)
