@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -93,10 +94,10 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 			p.tx = nil
 		}
 	}
-	p.rows = out.rows[:0]
-	if err := p.renderPending(ctx, out.rows); err != nil {
+	if err := p.renderPending(ctx, out); err != nil {
 		return nil, err
 	}
+	p.rows = out.rows[:0]
 	return p.messages(out), nil
 }
 
@@ -202,8 +203,8 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 	return nil
 }
 
-// preflight reports, once, the tables whose UPDATE and DELETE cannot be
-// applied downstream: no replica identity to name the old row by.
+// preflight reports, once, the tables without a usable replica identity:
+// their UPDATEs and DELETEs are replicated by physical row identity.
 func (p *decodeProcessor) preflight() {
 	log := p.sess.DescLog()
 	if log == nil {
@@ -214,12 +215,22 @@ func (p *decodeProcessor) preflight() {
 	}
 }
 
+// warnIdentity tells, at info level, that a table without a usable replica
+// identity is replicated by physical row identity. Temporary and unlogged
+// tables write no WAL: nothing is said about them.
 func (p *decodeProcessor) warnIdentity(d *desclog.Descriptor) {
-	if d == nil || (d.Kind != 'r' && d.Kind != 'p') || hasIdentity(d) {
-		return
+	if note, ok := identityNote(d); ok {
+		p.log.Info(note)
 	}
-	p.log.Warnf("table %s.%s (oid %d) has no usable replica identity (REPLICA IDENTITY %s): its UPDATEs and DELETEs will stop replication; add a primary key or set REPLICA IDENTITY FULL or USING INDEX",
-		d.Namespace, d.Name, d.Oid, identityName(d.ReplIdent))
+}
+
+// identityNote is warnIdentity's message for d, if it gets one.
+func identityNote(d *desclog.Descriptor) (string, bool) {
+	if d == nil || (d.Kind != 'r' && d.Kind != 'p') || hasIdentity(d) || d.Persistence == 't' || d.Persistence == 'u' {
+		return "", false
+	}
+	return fmt.Sprintf("table %s.%s (oid %d) has no usable replica identity (REPLICA IDENTITY %s): its UPDATEs and DELETEs are replicated by physical row identity (%s and %s)",
+		d.Namespace, d.Name, d.Oid, identityName(d.ReplIdent), MetaFilenode, MetaTID), true
 }
 
 func hasIdentity(d *desclog.Descriptor) bool {
@@ -241,17 +252,98 @@ func identityName(c byte) string {
 }
 
 // renderPending asks the shadow's bridge for the text of every value
-// walshadow does not decode itself.
-func (p *decodeProcessor) renderPending(ctx context.Context, rows []decode.RowChange) error {
-	n, err := RenderPending(ctx, p.sess.Bridge(), rows)
+// walshadow does not decode itself. A value whose output function fails
+// fails its table (failRows); the bridge failing as a whole is an error.
+func (p *decodeProcessor) renderPending(ctx context.Context, out *batchOut) error {
+	var failed []rowFailure
+	n, err := renderPending(ctx, p.sess.Bridge(), out.rows, func(row int, err error) {
+		failed = append(failed, rowFailure{row, err})
+	})
 	p.m.bridgeValues.Incr(int64(n))
-	return err
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		p.failRows(out, failed)
+	}
+	return nil
+}
+
+// rowFailure is a decoded row that cannot be emitted.
+type rowFailure struct {
+	row int
+	err error
+}
+
+// failRows turns decoded rows that cannot be emitted into their tables'
+// failures, as the decoder does for what it finds itself: a failing row's
+// record becomes one OpFail (the other changes of that record go too, e.g.
+// the delete half of a key change), the table's later rows of the same
+// transaction are dropped, and so are the ones the transaction has yet to
+// decode, when it goes on past this batch. Schema events keep their place.
+func (p *decodeProcessor) failRows(out *batchOut, failed []rowFailure) {
+	type relTx struct {
+		commit wal.LSN
+		oid    uint32
+	}
+	keyOf := func(i int) relTx { return relTx{out.rowTx[i].commitLSN, out.rows[i].Desc.Oid} }
+	slices.SortStableFunc(failed, func(a, b rowFailure) int { return a.row - b.row })
+	// start: where each failed table's output ends, at its failing record.
+	type failure struct {
+		start int
+		row   decode.RowChange
+	}
+	fails := map[relTx]*failure{}
+	for _, f := range failed {
+		k := keyOf(f.row)
+		if fails[k] != nil {
+			continue // the first failure of a table counts
+		}
+		start := f.row
+		for start > 0 && keyOf(start-1) == k && out.rows[start-1].LSN == out.rows[f.row].LSN {
+			start--
+		}
+		r := out.rows[f.row]
+		fails[k] = &failure{start: start, row: decode.RowChange{Op: decode.OpFail, LSN: r.LSN, Desc: r.Desc, DescFrom: r.DescFrom,
+			TID: r.TID, Filenode: r.Filenode, Err: f.err}}
+		if p.tx != nil && p.txMeta.commitLSN == k.commit {
+			p.tx.FailRelation(k.oid)
+		}
+	}
+	newPos := make([]int, len(out.rows)+1)
+	w := 0
+	for i := range out.rows {
+		newPos[i] = w
+		if f := fails[keyOf(i)]; f != nil && i >= f.start {
+			if i == f.start {
+				out.rows[w], out.rowTx[w] = f.row, out.rowTx[i]
+				w++
+			}
+			continue
+		}
+		out.rows[w], out.rowTx[w] = out.rows[i], out.rowTx[i]
+		w++
+	}
+	newPos[len(out.rows)] = w
+	clear(out.rows[w:]) // do not pin dropped rows' values
+	out.rows, out.rowTx = out.rows[:w], out.rowTx[:w]
+	for i := range out.events {
+		out.events[i].before = newPos[out.events[i].before]
+	}
 }
 
 // RenderPending renders, through the shadow's bridge, every value of rows
 // walshadow does not decode itself (Field.Pending): one round trip per
-// chunk of values, not per value. It returns how many it rendered.
+// chunk of values, not per value. It returns how many it rendered. A value
+// whose output function fails is an error.
 func RenderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.RowChange) (int, error) {
+	return renderPending(ctx, bridge, rows, nil)
+}
+
+// renderPending is RenderPending; with onFail set, a value whose output
+// function failed goes to onFail (its row, an error naming the LSN,
+// relation and column) instead, and the other values still render.
+func renderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.RowChange, onFail func(row int, err error)) (int, error) {
 	const maxItems, maxBytes = 4096, 16 << 20
 	type ref struct{ row, field int }
 	var items []shadow.DecodeItem
@@ -271,7 +363,12 @@ func RenderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.Row
 		}
 		for i, r := range refs {
 			if texts[i].Err != "" {
-				return fmt.Errorf("%s: the type's output function failed: %s", describeField(&rows[r.row], r.field), texts[i].Err)
+				err := fmt.Errorf("%s: the type's output function failed: %s", describeField(&rows[r.row], r.field), texts[i].Err)
+				if onFail == nil {
+					return err
+				}
+				onFail(r.row, err)
+				continue
 			}
 			f := &rows[r.row].Fields[r.field]
 			f.Value, f.Pending = texts[i].Text, false
@@ -301,5 +398,5 @@ func RenderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.Row
 
 func describeField(r *decode.RowChange, i int) string {
 	f := &r.Fields[i]
-	return fmt.Sprintf("column %q (type %s) of %s.%s at %s", f.Col.Name, f.Col.TypeName, r.Desc.Namespace, r.Desc.Name, r.LSN)
+	return fmt.Sprintf("LSN %s, relation %s.%s (oid %d), column %q (type %s)", r.LSN, r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, f.Col.Name, f.Col.TypeName)
 }

@@ -40,7 +40,7 @@ func (m *decodeMetrics) observeTx(s decode.TxStats) {
 	}{
 		{"foreign_db", s.SkippedForeignDb}, {"not_covered", s.SkippedNotCovered},
 		{"retired", s.SkippedRetired}, {"dropped", s.SkippedDropped}, {"relkind", s.SkippedKind},
-		{"speculative_dropped", s.SpeculativeDropped},
+		{"speculative_dropped", s.SpeculativeDropped}, {"after_failure", s.DroppedAfterFailure},
 	} {
 		if c.n > 0 {
 			m.skipped.Incr(c.n, c.reason)

@@ -8,10 +8,21 @@
 // session captures every catalog boundary into its descriptor log inside a
 // short hold, as soon as the shadow reaches it; at a boundary's commit the
 // processor emits the schema events stored for it, then decodes the
-// transaction's rows against the log as it stood at that commit. A transaction may span several batches: the decoder's state (TOAST
-// chunks, speculative inserts) is carried between them, and batches are
-// processed strictly in the session's sequence even with pipeline.threads
-// above 1.
+// transaction's rows against the log as it stood at that commit. A
+// transaction may span several batches: the decoder's state (TOAST chunks,
+// speculative inserts, failed tables) is carried between them, and batches
+// are processed strictly in the session's sequence even with
+// pipeline.threads above 1.
+//
+// Every row message carries the change's physical identity (MetaTID,
+// MetaOldTID for updates, MetaFilenode), which is all a table without a
+// usable replica identity is known by. A change that cannot be decoded
+// exactly fails its table alone: a message with operation OperationFail
+// and the reason in MetaError replaces it, the table's later changes in
+// the transaction are dropped, and the other tables go on. Only what
+// threatens every table (a record that does not parse, a source not at
+// wal_level logical, the descriptor log or the shadow's bridge failing as
+// a whole) stops the session.
 package processor
 
 import (
@@ -57,7 +68,7 @@ output under TimeZone UTC and DateStyle ISO — types walshadow does not decode
 itself, such as jsonb, arrays, enums, ranges and extension types, are
 rendered by the shadow's bridge, so set ` + "`shadow.bridge_library_dir`" + `).
 
-Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, schema),
+Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, schema, fail),
 ` + "`walshadow_schema`" + `, ` + "`walshadow_table`" + `, ` + "`walshadow_relation_oid`" + `,
 ` + "`walshadow_lsn`" + ` (the change's own LSN: its version), ` + "`walshadow_commit_lsn`" + `,
 ` + "`walshadow_xid`" + `, ` + "`walshadow_commit_time`" + `, ` + "`walshadow_descriptor_version`" + `,
@@ -66,8 +77,20 @@ Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, sch
 rows, an update's delete and insert halves), and on an update whose
 unchanged TOASTed columns were left out, ` + "`walshadow_unchanged_toast`" + `.
 
+Every insert, update and delete also carries its physical row identity:
+` + "`walshadow_tid`" + ` (` + "`block:offset`" + `, decimal, e.g. ` + "`0:1`" + `) is the tuple the
+change leaves live — the inserted tuple, the new version of an update, the
+deleted tuple, and for the delete half of a key change the old version;
+` + "`walshadow_old_tid`" + ` (same format, updates only) is the version an update
+replaced; ` + "`walshadow_filenode`" + ` (decimal) is the relfilenode of the heap the
+change was written to, the table's storage generation, which TRUNCATE,
+VACUUM FULL, CLUSTER and rewrites change.
+
 A delete carries the old key (the whole old row under REPLICA IDENTITY
-FULL). An update that changes the key is a delete of the old key followed by
+FULL); a table without a usable replica identity (REPLICA IDENTITY NOTHING,
+or DEFAULT without a primary key) has no key to log, so its deletes carry no
+columns and its updates the new row only, and ` + "`walshadow_filenode`" + ` with the
+TIDs says which row changed. An update that changes the key is a delete of the old key followed by
 the update, both flagged ` + "`walshadow_key_changed`" + `: PostgreSQL logs only the
 old key, so a consumer carries the update's unchanged TOAST columns over
 from the row the delete retired. Under REPLICA IDENTITY FULL every update is
@@ -76,18 +99,29 @@ truncate) describe the relation and, for changed, what changed: columns
 added, dropped, renamed or retyped, the key, the relation's own name
 (` + "`relation_renamed`" + `) and LOGGED/UNLOGGED (` + "`persistence_changed`" + `).
 
-Decoding fails closed: a value it cannot render exactly, a DELETE on a table
-without a usable replica identity, a record inside an ambiguity interval of
-the descriptor log — each stops the session with an error naming the LSN,
-relation and column; nothing past it is acknowledged.`).
+Decoding fails closed, per table: a change it cannot decode exactly — a
+record inside an ambiguity interval of the descriptor log, a TOAST value
+missing (an inserted row's, or an unchanged one under ` + "`toast: fail`" + `),
+inconsistent or larger than ` + "`max_value_bytes`" + `, a datum that does not decode,
+a value the shadow's bridge cannot render, a DELETE without the key its
+replica identity promises — becomes a message with ` + "`walshadow_operation`" + `
+fail, an empty payload, ` + "`walshadow_error`" + ` saying why (naming the LSN,
+relation and column), and the relation, LSN, transaction and descriptor
+version metadata of a row change. That table's later changes in the same
+transaction are dropped (they would apply to an unknown state) and the
+other tables' changes go on; the table needs a reload. What threatens every
+table — a record that does not parse, a source not at wal_level logical,
+the descriptor log unable to answer, the shadow's bridge unreachable or not
+configured — stops the session with an error naming the record; nothing
+past it is acknowledged.`).
 		Field(service.NewStringField(config.FieldSession).
 			Description("Label of the `walshadow` resource (the source session) whose records this processor receives.").
 			Example("main")).
 		Field(service.NewStringEnumField(fieldToast, toastOmit, toastFail).
-			Description("What an UPDATE whose TOASTed column did not change (its value is not in the WAL) does: `omit` leaves the column out of the message so the stored value stays; `fail` stops with an error.").
+			Description("What an UPDATE whose TOASTed column did not change (its value is not in the WAL) does: `omit` leaves the column out of the message so the stored value stays; `fail` fails the table (a `fail` message).").
 			Default(toastOmit).Advanced()).
 		Field(service.NewIntField(fieldMaxValueBytes).
-			Description("Largest single value (after TOAST reassembly and decompression) the processor accepts; a larger one stops with an error.").
+			Description("Largest single value (after TOAST reassembly and decompression) the processor accepts; a larger one fails its table (a `fail` message).").
 			Default(1 << 30).Advanced())
 }
 
