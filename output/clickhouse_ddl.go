@@ -154,6 +154,7 @@ dropped there.`).
 				service.NewStringMapField(fieldTSettings).Description("Table SETTINGS.").Optional(),
 				service.NewStringEnumField(fieldTDrop, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).Description("What a DROP TABLE on the source does to this table.").Optional(),
 				service.NewStringEnumField(fieldTInitialLoad, string(load.ModeCopy), string(load.ModeBaseBackup), string(load.ModeNone)).Description("This table's initial load mode, over `initial_load`.").Optional(),
+				service.NewStringEnumField(fieldTOnError, string(OnErrorReload), string(OnErrorStop)).Description("What this table does when it cannot take a change, over `on_error`.").Optional(),
 			).Description("Per-table settings, keyed by the source table's `schema.table`.").
 				Default(map[string]any{}),
 			service.NewStringEnumField(fieldDropStrategy, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).
@@ -180,6 +181,7 @@ dropped there.`).
 				Description("Where the agreed table shapes are kept; empty means `clickhouse` under the session's state_dir.").
 				Default("").Advanced(),
 			initialLoadField(),
+			onErrorField(),
 			service.NewBatchPolicyField(fieldBatching),
 		)
 }
@@ -211,6 +213,8 @@ type settings struct {
 	stateDir      string
 	load          loadSettings
 	tableLoad     map[string]load.Mode // tables.<name>.initial_load
+	onError       OnError
+	tableOnError  map[string]OnError // tables.<name>.on_error
 }
 
 func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*chOutput, service.BatchPolicy, error) {
@@ -254,6 +258,7 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 	s.retry.Max = dur(fieldRetry, fieldRetryMax)
 	s.insertTimeout = dur(fieldInsertTimeout)
 	s.stateDir = str(fieldStateDir)
+	s.onError = OnError(str(fieldOnError))
 	if err != nil {
 		return nil, pol, err
 	}
@@ -284,6 +289,9 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 		return nil, pol, err
 	}
 	if s.tableLoad, err = parseTableLoadModes(conf); err != nil {
+		return nil, pol, err
+	}
+	if s.tableOnError, err = parseTableOnError(conf); err != nil {
 		return nil, pol, err
 	}
 	sc, err := newScope(include, exclude, tables)
@@ -324,6 +332,26 @@ func parseTableLoadModes(conf *service.ParsedConfig) (map[string]load.Mode, erro
 		if out[name], err = load.ParseMode(v); err != nil {
 			return nil, fmt.Errorf("%s.%s.%s: %w", FieldTables, name, fieldTInitialLoad, err)
 		}
+	}
+	return out, nil
+}
+
+// parseTableOnError reads tables.<name>.on_error.
+func parseTableOnError(conf *service.ParsedConfig) (map[string]OnError, error) {
+	objs, err := conf.FieldObjectMap(FieldTables)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]OnError{}
+	for name, o := range objs {
+		if !o.Contains(fieldTOnError) {
+			continue
+		}
+		v, err := o.FieldString(fieldTOnError)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
+		}
+		out[name] = OnError(v)
 	}
 	return out, nil
 }
@@ -382,6 +410,8 @@ type chOutput struct {
 	sess  sessionView
 	log   *service.Logger
 	m     *outputMetrics
+	// states are the tables' states (walshadow_table_state).
+	states *tableStates
 
 	mu     sync.Mutex // one WriteBatch at a time; guards everything below
 	conn   *clickhouse.Conn
@@ -421,7 +451,7 @@ type sessionView interface {
 
 func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {
 	return &chOutput{s: s, scope: sc, sess: sess, log: mgr.Logger(), m: newOutputMetrics(mgr.Metrics()),
-		tables: map[uint32]*tableState{}, mgr: mgr}
+		states: newTableStates(mgr.Metrics()), tables: map[uint32]*tableState{}, mgr: mgr}
 }
 
 // Connect opens ClickHouse and the baseline store, then reconciles every

@@ -223,6 +223,7 @@ func (l *loader) byBackup(e load.Entry, a *clickhouse.Agreed) bool {
 // launch starts one table's load (a base backup pass of its own, or a
 // copy).
 func (l *loader) launch(e load.Entry) {
+	l.o.states.set(describeLoad(e), stateLoading)
 	if l.byBackup(e, l.o.store.Get(e.Oid)) {
 		l.startBackupPass([]load.Entry{e})
 		return

@@ -209,6 +209,10 @@ func (l *loader) finish(e *load.Entry) error {
 	l.log.Infof("initial load of %s published: %d rows, %.1f MB in %s (%.0f rows/s, %.1f MB/s), rows tagged _lsn %s, attempt %d",
 		describeLoad(*e), e.Rows, float64(e.Bytes)/(1<<20), took.Round(time.Millisecond), float64(e.Rows)/secs, float64(e.Bytes)/(1<<20)/secs, e.Coverage, e.Attempt)
 	l.m.published.Incr(1)
+	if e.Reason != "" {
+		l.log.Infof("%s is repaired: its reload (%s) is published", describeLoad(*e), e.Reason)
+	}
+	l.o.states.set(describeLoad(*e), stateFollowing)
 	l.m.percent.Set(100, describeLoad(*e))
 	l.m.eta.Set(0, describeLoad(*e))
 	return nil

@@ -50,7 +50,12 @@ func (o *chOutput) loadMode(d *desclog.Descriptor) load.Mode {
 // returns the planned load (false: none); why says what happened to the
 // relation, for the log.
 func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why string) (load.Entry, bool, error) {
-	mode := o.loadMode(d)
+	return o.planLoadMode(d, prev, o.loadMode(d), why, 0)
+}
+
+// planLoadMode is planLoad in mode; failedAt is the change a failed
+// table could not take (0: it did not fail).
+func (o *chOutput) planLoadMode(d *desclog.Descriptor, prev *clickhouse.Agreed, mode load.Mode, why string, failedAt wal.LSN) (load.Entry, bool, error) {
 	if mode == load.ModeNone {
 		if prev != nil && prev.Left {
 			a := prev.Clone()
@@ -71,7 +76,7 @@ func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why 
 	target := o.targetOf(d.Namespace, d.Name)
 	e := load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
 		Database: target.Database, Target: target.Table,
-		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid)}
+		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid), Reason: why, FailedAt: failedAt}
 	if prev != nil {
 		e.StaleDatabase, e.Stale = prev.Target.Database, prev.Target.Table
 		if prev.Target == target {
@@ -91,7 +96,7 @@ func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why 
 		}
 		delete(o.tables, d.Oid)
 	}
-	if why != "" {
+	if why != "" && failedAt == 0 {
 		o.log.Infof("%s.%s %s: loading it (%s) into %s", d.Namespace, d.Name, why, mode, clickhouse.QuoteQualified(target))
 	}
 	return e, true, nil
@@ -124,6 +129,7 @@ func (o *chOutput) leaveScope(ctx context.Context, oid uint32, why string) error
 	if err := o.store.Put(next); err != nil {
 		return err
 	}
+	o.states.set(qualified(a.Schema, a.Table), stateLeft)
 	o.log.Warnf("%s.%s %s: %s keeps its rows but no longer follows the source (it is loaded again if the table returns)",
 		a.Schema, a.Table, why, clickhouse.QuoteQualified(a.Target))
 	return nil
@@ -151,17 +157,17 @@ func (o *chOutput) leaveScopeAtStart(ctx context.Context, log *desclog.Log, at w
 	return nil
 }
 
-// persistenceBefore is a relation's persistence in its shape before lsn
-// (0 when the log has no earlier shape).
-func persistenceBefore(log *desclog.Log, oid uint32, lsn wal.LSN) byte {
+// shapeBefore is a relation's shape before lsn (nil when the log has no
+// earlier one).
+func shapeBefore(log *desclog.Log, oid uint32, lsn wal.LSN) *desclog.Descriptor {
 	if lsn == 0 {
-		return 0
+		return nil
 	}
 	l := log.DescriptorByOidInDBAt(log.Identity().DbOid, oid, lsn-1)
-	if l.Result != desclog.Present || l.Desc == nil {
-		return 0
+	if l.Result != desclog.Present {
+		return nil
 	}
-	return l.Desc.Persistence
+	return l.Desc
 }
 
 // followEvent decides, for a schema event of a relation in scope, whether
@@ -183,10 +189,16 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 	case prev.Left:
 		return "returned to the scope"
 	}
-	wasUnlogged := persistenceBefore(log, d.Oid, lsn) == 'u'
+	before := shapeBefore(log, d.Oid, lsn)
+	wasUnlogged := before != nil && before.Persistence == 'u'
 	switch {
 	case wasUnlogged && d.Persistence != 'u':
 		return "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
+	case before != nil && before.Rfn != d.Rfn && len(prev.OrderBy) == 0 && event == desclog.EventChanged.String() && prev.ValidFrom < lsn:
+		// ALTER TABLE rewrote it (a type change, a volatile default): the
+		// WAL carries the rewrite as an insert of every row, which a table
+		// without a key would hold twice.
+		return "was rewritten by its ALTER TABLE (a table without a key holds its rows once only through a reload)"
 	case !wasUnlogged && d.Persistence == 'u':
 		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (which reloads it)",
 			d.Namespace, d.Name, lsn, clickhouse.QuoteQualified(prev.Target))

@@ -12,6 +12,8 @@ type outputMetrics struct {
 	insertLatency          *service.MetricTimer
 	ddlApplied, ddlRefused *service.MetricCounter // by kind
 	toastLookups           *service.MetricCounter
+	tableFailures          *service.MetricCounter // by table
+	superseded             *service.MetricCounter // replayed changes skipped
 	lag                    *service.MetricGauge // milliseconds, source commit → ClickHouse ack
 }
 
@@ -28,6 +30,8 @@ func newOutputMetrics(m *service.Metrics) *outputMetrics {
 		ddlApplied:    m.NewCounter("walshadow_clickhouse_ddl_applied_total", "kind"),
 		ddlRefused:    m.NewCounter("walshadow_clickhouse_ddl_refused_total", "kind"),
 		toastLookups:  m.NewCounter("walshadow_clickhouse_toast_lookups_total"),
+		tableFailures: m.NewCounter("walshadow_table_failures_total", "table"),
+		superseded:    m.NewCounter("walshadow_clickhouse_superseded_total"),
 		lag:           m.NewGauge("walshadow_clickhouse_lag_milliseconds"),
 	}
 }

@@ -53,6 +53,9 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor, version wal
 	if err := o.agree(ctx, d, version, "first sight"); err != nil {
 		return nil, err
 	}
+	if !o.loads.loading(d.Oid) {
+		o.states.set(qualified(d.Namespace, d.Name), stateFollowing)
+	}
 	ts := o.tables[d.Oid]
 	if ts == nil {
 		return nil, fmt.Errorf("relation %s.%s (oid %d): no agreement after reconciling", d.Namespace, d.Name, d.Oid)
@@ -97,6 +100,11 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	if len(plan.Refused) > 0 {
 		o.m.ddlRefused.Incr(int64(len(plan.Refused)), "type_change")
 		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, errors.Join(plan.Refused...))
+	}
+	if len(plan.Reload) > 0 {
+		// No statement follows the change exactly: the table is reloaded
+		// under its new shape (failTable), nothing of this plan runs.
+		return &reloadNeeded{cause: fmt.Errorf("%s.%s (%s): %w", d.Namespace, d.Name, why, errors.Join(plan.Reload...))}
 	}
 	if err := o.execAll(ctx, plan.Statements); err != nil {
 		return fmt.Errorf("reconciling %s.%s (%s): %w", d.Namespace, d.Name, why, err)
@@ -265,6 +273,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 			}
 		}
 		delete(o.tables, c.oid)
+		o.states.set(qualified(prev.Schema, prev.Table), stateDropped)
 		if next == nil {
 			return o.store.Delete(c.oid)
 		}
@@ -336,6 +345,11 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		}
 		if err := o.agree(ctx, l.Desc, l.ValidFrom, "start"); err != nil {
 			return err
+		}
+		if o.loads.loading(d.Oid) {
+			o.states.set(qualified(d.Namespace, d.Name), stateLoading)
+		} else {
+			o.states.set(qualified(d.Namespace, d.Name), stateFollowing)
 		}
 	}
 	var missing []string

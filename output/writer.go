@@ -71,7 +71,7 @@ func (p *metaParser) parse(m *service.Message) (c change, err error) {
 		p.commitText, p.commit = s, v
 	}
 	c.commitLSN = p.commit
-	if c.op == processor.OperationSchema {
+	if c.op == processor.OperationSchema || c.op == processor.OperationFail {
 		return c, nil
 	}
 	if s := meta(processor.MetaDescVersion); s != p.versionText || s == "" {
@@ -184,20 +184,26 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 			continue // applied before a restart (written.json)
 		}
 		lastCommit = c.commitLSN
+		// An error of one table fails that table (contain); the batch goes
+		// on unless it concerns every table.
 		switch c.op {
 		case processor.OperationSchema:
 			if err := o.flushAll(ctx); err != nil {
 				return err
 			}
 			if err := o.applyEvent(ctx, m, c); err != nil {
-				return err
+				if err := o.contain(ctx, c.oid, c.lsn, err); err != nil {
+					return err
+				}
 			}
 		case processor.OperationTruncate:
 			if err := o.flushAll(ctx); err != nil {
 				return err
 			}
 			if err := o.applyTruncate(ctx, c); err != nil {
-				return err
+				if err := o.contain(ctx, c.oid, c.lsn, err); err != nil {
+					return err
+				}
 			}
 			last = c.commitTime
 		case processor.OperationInsert, processor.OperationUpdate, processor.OperationDelete:
@@ -207,9 +213,16 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 				pair = prev
 			}
 			if err := o.addRow(ctx, m, c, pair); err != nil {
-				return err
+				if err := o.contain(ctx, c.oid, c.lsn, err); err != nil {
+					return err
+				}
 			}
 			last = c.commitTime
+		case processor.OperationFail:
+			// The processor could not decode this relation's change.
+			if err := o.applyFail(ctx, m, c); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("message at %s: unknown %s %q", c.lsn, processor.MetaOperation, c.op)
 		}
@@ -360,6 +373,10 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	var deferred *deferredToast
 	if len(c.omitted) > 0 && !isDelete {
 		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair); err != nil {
+			if errors.Is(err, errSuperseded) {
+				o.m.superseded.Incr(1)
+				return nil
+			}
 			if !errors.As(err, &deferred) {
 				return err
 			}
@@ -404,7 +421,9 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		return nil
 	}
 	ts.add(row, size+24)
-	if len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes {
+	if (len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes) && !(isDelete && c.keyChanged) {
+		// (Never between the halves of a key-changing update: the update
+		// takes its unchanged TOAST columns from the pending delete half.)
 		return o.flush(ctx, ts)
 	}
 	return nil
@@ -527,7 +546,7 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 	for _, idx := range want {
 		wantSpecs = append(wantSpecs, ts.cols[idx])
 	}
-	wantSpecs = append(wantSpecs, ts.cols[ts.delIdx])
+	wantSpecs = append(wantSpecs, ts.cols[ts.delIdx], ts.cols[ts.lsnIdx])
 	got, err := o.conn.LookupLatest(ctx, ts.agreed.Target, keySpecs, [][]any{keyVals}, wantSpecs)
 	if err != nil {
 		return fmt.Errorf("update of %s at %s: reading unchanged TOAST columns back: %w", ts.label, c.lsn, err)
@@ -540,6 +559,13 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		}
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and ClickHouse holds no earlier row of the key: refusing to write a guessed value", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
+	if newest, _ := got[0][len(want)+1].(uint64); newest >= uint64(c.lsn) {
+		// A replay: ClickHouse holds this change's version of the key, or
+		// a newer one, which this change can never outrank. (The delete
+		// half of a key-changing update is never flushed apart from its
+		// update half: a version at c.lsn was written by this record.)
+		return errSuperseded
+	}
 	if del, _ := got[0][len(want)].(uint8); del == 1 {
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key ClickHouse holds as deleted", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
@@ -548,6 +574,11 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 	}
 	return nil
 }
+
+// errSuperseded: a replayed change whose key ClickHouse already holds at
+// a newer _lsn. Writing it could change nothing (the newer version wins),
+// so it is skipped, whatever it would have needed to read.
+var errSuperseded = errors.New("superseded by a newer version of its key on ClickHouse")
 
 // flush inserts one table's pending rows.
 func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
@@ -574,7 +605,8 @@ func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
 }
 
 // flushAll inserts every pending block, tables in parallel up to
-// max_in_flight.
+// max_in_flight. A block ClickHouse refuses fails its table (contain),
+// the others are in.
 func (o *chOutput) flushAll(ctx context.Context) error {
 	var pending []*tableState
 	for _, ts := range o.tables {
@@ -585,27 +617,40 @@ func (o *chOutput) flushAll(ctx context.Context) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	if len(pending) == 1 || o.s.maxInFlight == 1 {
-		for _, ts := range pending {
-			if err := o.flush(ctx, ts); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	sem := make(chan struct{}, o.s.maxInFlight)
-	var wg sync.WaitGroup
 	errs := make([]error, len(pending))
-	for i, ts := range pending {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	if len(pending) == 1 || o.s.maxInFlight == 1 {
+		for i, ts := range pending {
 			errs[i] = o.flush(ctx, ts)
-		}()
+		}
+	} else {
+		sem := make(chan struct{}, o.s.maxInFlight)
+		var wg sync.WaitGroup
+		for i, ts := range pending {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				errs[i] = o.flush(ctx, ts)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	var global []error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !tableLocal(err) {
+			global = append(global, err)
+			continue
+		}
+		ts := pending[i]
+		// The block's first change: where the table stopped being written.
+		if err := o.failTable(ctx, ts.agreed.Oid, wal.LSN(ts.rowLSN(ts.rows[0])), fmt.Errorf("inserting into %s: %w", ts.label, err)); err != nil {
+			global = append(global, err)
+		}
+	}
+	return errors.Join(global...)
 }
 
 // valueSize approximates a converted value's bytes for batch sealing.

@@ -491,6 +491,7 @@ func (r *statusReport) write(out io.Writer) error {
 		fmt.Fprintf(w, "size on disk\t%s\n", byteSize(sh.size))
 	}
 
+	r.writeFailed(w)
 	r.writeLoads(w)
 	r.writeLeft(w)
 
@@ -568,10 +569,31 @@ func (r *statusReport) writeLoads(w io.Writer) {
 		case !e.StartedAt.IsZero():
 			line += fmt.Sprintf(": attempt %d, started %s", e.Attempt, ago(r.now, e.StartedAt))
 		}
+		if e.Reason != "" {
+			line += "; loaded again: " + e.Reason
+		}
 		if e.LastError != "" {
 			line += "; last error: " + e.LastError
 		}
 		fmt.Fprintf(w, "%s.%s\t%s\n", e.Schema, e.Table, line)
+	}
+}
+
+// writeFailed lists the tables that failed and are not repaired yet: a
+// reload is filling their table, their changes are not written meanwhile.
+func (r *statusReport) writeFailed(w io.Writer) {
+	var failed []load.Entry
+	for _, e := range r.loads {
+		if e.FailedAt != 0 && e.Phase != load.PhaseDone {
+			failed = append(failed, e)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nFAILED\t%d table(s) could not take a change: each is being reloaded (see INITIAL LOADS), its changes written again once the reload is published\n", len(failed))
+	for _, e := range failed {
+		fmt.Fprintf(w, "%s.%s\tstate failed, reloading (%s, %s): %s\n", e.Schema, e.Table, e.Mode, e.Phase, e.Reason)
 	}
 }
 

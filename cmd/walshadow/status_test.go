@@ -104,6 +104,8 @@ func TestStatusReport(t *testing.T) {
 			Rows: 200000, Bytes: 20 << 20, StartedAt: started, FinishedAt: started.Add(12 * time.Second), Attempt: 1},
 		{Oid: 16390, Schema: "public", Table: "big", Mode: load.ModeBaseBackup, Phase: load.PhaseLoading, Attempt: 2, StartedAt: started,
 			LastError: "reading the base backup: connection reset"},
+		{Oid: 16395, Schema: "public", Table: "broken", Mode: load.ModeCopy, Phase: load.PhaseLoading, Attempt: 1, StartedAt: started,
+			Reason: "failed at 0/5A3D000: inserting into `shop`.`public.broken`: cannot parse", FailedAt: mustLSN(t, "0/5A3D000")},
 	} {
 		if err := ledger.Put(e); err != nil {
 			t.Fatal(err)
@@ -147,7 +149,10 @@ func TestStatusReport(t *testing.T) {
 		line(`bootstrap\s+complete: backup %s to %s, timeline 1, system 7445501238329857311`, mustLSN(t, "0/2000028"), mustLSN(t, "0/2000100")),
 		line(`postmaster\s+running, pid %d`, os.Getpid()),
 		line(`size on disk\s+24\.4 KiB \(%d B\)`, size),
-		line(`INITIAL LOADS\s+1 of 2 done`),
+		line(`INITIAL LOADS\s+1 of 3 done`),
+		line(`FAILED\s+1 table\(s\) could not take a change: each is being reloaded .*`),
+		line("public\\.broken\\s+state failed, reloading \\(copy, loading\\): failed at 0/5A3D000: inserting into `shop`\\.`public\\.broken`: cannot parse"),
+		line("public\\.broken\\s+copy, loading: attempt 1, started .*; loaded again: failed at 0/5A3D000: .*"),
 		line(`public\.pgbench_accounts\s+copy, done, rows tagged _lsn 0/03000027: 200000 rows, 20\.0 MiB \(20971520 B\) in 12 s`),
 		line(`public\.big\s+base_backup, loading: attempt 2, started 1 min 3\d s ago; last error: reading the base backup: connection reset`),
 		line(`NOT FOLLOWED\s+1 table\(s\) left the scope: .*`),

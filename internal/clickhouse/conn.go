@@ -206,6 +206,16 @@ func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][
 		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
 	}
 	defer batch.Close()
+	// clickhouse-go converts a value to a column of another type by Go
+	// conversion (an int32 into Int8 wraps): a column whose type on the
+	// server is not the agreed one is refused before a value is appended.
+	for i, col := range batch.Columns() {
+		if i < len(cols) && normalizeType(string(col.Type())) != normalizeType(cols[i].TypeSQL()) {
+			batch.Abort()
+			return fmt.Errorf("inserting into %s: column %s is %s on ClickHouse, the agreed type is %s: %w",
+				QuoteQualified(t), QuoteIdent(cols[i].Name), col.Type(), cols[i].TypeSQL(), ErrTypeMismatch)
+		}
+	}
 	for i, row := range rows {
 		if len(row) != len(cols) {
 			batch.Abort()

@@ -1,0 +1,90 @@
+package output_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/load"
+)
+
+// TestTableFailureIsolated: a table whose ClickHouse table cannot take a
+// change (a column type set there by hand that cannot hold the value) is
+// failed, reloaded and ends equal to the source, while another table
+// keeps following without waiting; the session never stops.
+func TestTableFailureIsolated(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE fl_bad (id int PRIMARY KEY, v int, t text);
+		INSERT INTO fl_bad SELECT g, g, 'r' || g FROM generate_series(1, 500) g;
+		CREATE TABLE fl_good (id int PRIMARY KEY, v int)`)
+	logs := &logLines{}
+	run := r.startLogged(t, "", logs)
+	r.waitLoadsDone(t, run, logs, 2, 2*time.Minute)
+	badOid := r.relOid(t, "fl_bad")
+	r.waitCH(t, run, liveCountSQL("public", "fl_bad"), "500", ddlWait)
+
+	// By hand on ClickHouse: v can no longer hold the source's integers.
+	r.ch.HTTPQuery(t, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN v Nullable(Int8)", chTable("public", "fl_bad")))
+	r.src.Exec(t, `INSERT INTO fl_bad VALUES (1000, 100000, 'too wide'); UPDATE fl_bad SET t = 'after' WHERE id <= 50`)
+
+	// fl_good keeps moving while fl_bad fails and reloads: each of its
+	// rows reaches ClickHouse in turn.
+	var worst time.Duration
+	for i := 1; i <= 30; i++ {
+		start := time.Now()
+		r.src.Exec(t, fmt.Sprintf("INSERT INTO fl_good VALUES (%d, %d)", i, i))
+		r.waitCH(t, run, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND id = %d", chTable("public", "fl_good"), i), "1", ddlWait)
+		worst = max(worst, time.Since(start))
+		if i == 10 {
+			r.src.Exec(t, `DELETE FROM fl_bad WHERE id BETWEEN 100 AND 120; INSERT INTO fl_bad VALUES (1001, 7, 'during')`)
+		}
+	}
+	t.Logf("fl_good: the slowest of 30 single-row commits reached ClickHouse in %s while fl_bad failed and reloaded", worst)
+
+	logs.waitLog(t, "public.fl_bad failed at ", ddlWait)
+	logs.waitLog(t, "public.fl_bad is repaired", 2*time.Minute)
+	r.src.Exec(t, `UPDATE fl_bad SET t = 'after repair' WHERE id = 1001`)
+	r.waitCH(t, run, fmt.Sprintf("SELECT t FROM %s FINAL WHERE _is_deleted = 0 AND id = 1001", chTable("public", "fl_bad")), "after repair", ddlWait)
+	run.stop(t)
+
+	r.compareAll(t)
+	r.assertNoLoadTables(t)
+	e := r.ledgerEntry(t, badOid)
+	if e.Phase != load.PhaseDone || e.FailedAt == 0 || !strings.Contains(e.Reason, "fl_bad") {
+		t.Errorf("fl_bad's ledger entry after its repair: phase %s, failed at %s, reason %q; want done with the failure recorded", e.Phase, e.FailedAt, e.Reason)
+	}
+	if n := strings.Count(logs.String(), "public.fl_bad failed at "); n != 1 {
+		t.Errorf("the failure is logged %d times, want once", n)
+	}
+	for _, stop := range []string{"restarting the walshadow session", "was not delivered"} {
+		if strings.Contains(logs.String(), stop) {
+			t.Errorf("the session stopped (%q in the log): one table's failure must not stop it", stop)
+		}
+	}
+	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT type FROM system.columns WHERE database = 'walshadow_test' AND table = 'public.fl_bad' AND name = 'v'")); got != "Nullable(Int32)" {
+		t.Errorf("fl_bad.v is %s on ClickHouse after the reload, want the mapping's Nullable(Int32)", got)
+	}
+}
+
+// TestTableFailureStop: with on_error stop the output stops at the change
+// instead (the whole session retries from its resume point), and writes
+// nothing of it.
+func TestTableFailureStop(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE fs_bad (id int PRIMARY KEY, v int)`)
+	logs := &logLines{}
+	run := r.startLogged(t, `tables: { "public.fs_bad": { on_error: stop } }`, logs)
+	r.src.Exec(t, `INSERT INTO fs_bad VALUES (1, 1)`)
+	r.waitCH(t, run, liveCountSQL("public", "fs_bad"), "1", ddlWait)
+	r.ch.HTTPQuery(t, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN v Nullable(Int8)", chTable("public", "fs_bad")))
+	r.src.Exec(t, `INSERT INTO fs_bad VALUES (2, 100000)`)
+	logs.waitLog(t, "on_error is stop", ddlWait)
+	run.stop(t)
+	if got := r.ch.HTTPQuery(t, liveCountSQL("public", "fs_bad")); got != "1" {
+		t.Errorf("fs_bad holds %s rows after the refused change, want 1", got)
+	}
+	if strings.Contains(logs.String(), "fs_bad is repaired") {
+		t.Errorf("a table with on_error stop was reloaded")
+	}
+}
