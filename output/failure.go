@@ -60,7 +60,9 @@ func onErrorField() *service.ConfigField {
 // its new shape. Not a failure: on_error does not apply.
 type reloadNeeded struct{ cause error }
 
-func (e *reloadNeeded) Error() string { return e.cause.Error() + ": reloading the table under its new shape" }
+func (e *reloadNeeded) Error() string {
+	return e.cause.Error() + ": reloading the table under its new shape"
+}
 func (e *reloadNeeded) Unwrap() error { return e.cause }
 
 // errGlobal marks errors that concern every table (the output's own

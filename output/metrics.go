@@ -14,7 +14,7 @@ type outputMetrics struct {
 	toastLookups           *service.MetricCounter
 	tableFailures          *service.MetricCounter // by table
 	superseded             *service.MetricCounter // replayed changes skipped
-	lag                    *service.MetricGauge // milliseconds, source commit → ClickHouse ack
+	lag                    *service.MetricGauge   // milliseconds, source commit → ClickHouse ack
 }
 
 func newOutputMetrics(m *service.Metrics) *outputMetrics {
