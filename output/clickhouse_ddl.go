@@ -427,6 +427,9 @@ type chOutput struct {
 	// that run having failed here (later ones would otherwise be written
 	// ahead of it and recorded in written.json past what is applied).
 	fenced uint64
+	// broken: relations no table can be agreed on (markBroken), by oid,
+	// with the reason; their changes are not written.
+	broken map[uint32]string
 	// loads runs the initial loads (nil until connected).
 	loads *loader
 	// deferred are the current batch's updates waiting for their table's

@@ -209,7 +209,18 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		return globalf("planning the reload of %s: %w", name, err)
 	}
 	if err := o.agree(ctx, d, l.ValidFrom, "reload after failure at "+lsn.String()); err != nil {
-		return fmt.Errorf("%s %s, and agreeing on its reload table failed: %w", name, reason, err)
+		if !tableLocal(err) {
+			return err
+		}
+		// Not even a fresh table can be agreed on: nothing of it is
+		// written until its shape changes or the configuration does.
+		if e, ok := o.loads.ledger.Get(oid); ok {
+			if derr := o.loads.discard(ctx, e); derr != nil {
+				return globalf("%w", derr)
+			}
+		}
+		o.markBroken(d, err)
+		return nil
 	}
 	o.loads.invalidate(oid)
 	if ok {
@@ -217,6 +228,18 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		o.loads.launch(planned)
 	}
 	return nil
+}
+
+// markBroken stops writing relation d, which no table can be agreed on
+// for: logged once; a schema event of it, or a restart, tries again.
+func (o *chOutput) markBroken(d *desclog.Descriptor, err error) {
+	name := qualified(d.Namespace, d.Name)
+	if o.broken == nil {
+		o.broken = map[uint32]string{}
+	}
+	o.broken[d.Oid] = err.Error()
+	o.states.set(name, stateFailed)
+	o.log.Errorf("%s cannot be replicated and is not written until its shape or the configuration changes: %v", name, err)
 }
 
 // planReload records the load that repairs failed relation d (prev its

@@ -217,7 +217,7 @@ func (l *loader) resume(ctx context.Context) error {
 // copied: a fuzzy page walk cannot tell which of its rows the stream also
 // carries).
 func (l *loader) byBackup(e load.Entry, a *clickhouse.Agreed) bool {
-	return e.Mode == load.ModeBaseBackup && a != nil && len(a.OrderBy) > 0
+	return e.Mode == load.ModeBaseBackup && a != nil && clickhouse.LayoutOf(a.OrderBy) == clickhouse.LayoutKeyed
 }
 
 // launch starts one table's load (a base backup pass of its own, or a
@@ -486,6 +486,8 @@ func (l *loader) progressLogger(name string, p *load.Progress, persist func()) (
 // and commit time 0 (the row's last writer is not known), not deleted,
 // and for a change log a sequence number unique within the load.
 func loadedRowMeta(ts *tableState, row []any, s wal.LSN, seq uint32) {
+	// (A physical table's row identity is the loaded tuple's: set by the
+	// caller.)
 	row[ts.lsnIdx] = uint64(s)
 	row[ts.xidIdx] = uint32(0)
 	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/load/copybin"
@@ -186,6 +188,7 @@ type sourceRelation struct {
 	pages        uint32
 	tuples       int64
 	bytes        int64
+	filenode     uint32 // its heap generation in the snapshot
 }
 
 // relationInSnapshot reads the relation's name, size and columns in the
@@ -195,8 +198,10 @@ func relationInSnapshot(ctx context.Context, tx pgx.Tx, a *clickhouse.Agreed) (s
 	var rel sourceRelation
 	var pages int64
 	var tuples float64
-	err := tx.QueryRow(ctx, `SELECT n.nspname, c.relname, c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, a.Oid).Scan(&rel.schema, &rel.name, &pages, &tuples, &rel.bytes)
+	var filenode int64
+	err := tx.QueryRow(ctx, `SELECT n.nspname, c.relname, c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid), c.relfilenode::bigint
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, a.Oid).Scan(&rel.schema, &rel.name, &pages, &tuples, &rel.bytes, &filenode)
+	rel.filenode = uint32(filenode)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rel, fmt.Errorf("%w: relation %d is not in the source (its drop has not been streamed yet)", errReload, a.Oid)
 	}
@@ -309,6 +314,8 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 	if err != nil {
 		return err
 	}
+	// A physical table's rows are keyed by the snapshot's heap generation.
+	a.Filenode = rel.filenode
 	e.Coverage, e.Snapshot, e.SeenBy = s, snapText, snap.seenBy
 	if err := l.ledger.Put(e); err != nil {
 		return err
@@ -406,7 +413,13 @@ func (l *loader) copyRange(ctx context.Context, snapID string, rel sourceRelatio
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snapID, "'", "''")+"'"); err != nil {
 		return fmt.Errorf("importing the load's snapshot: %w", err)
 	}
-	sql := fmt.Sprintf("COPY (SELECT %s FROM ONLY %s.%s", strings.Join(copybin.SelectExprs(cols), ", "), copybin.QuoteIdent(rel.schema), copybin.QuoteIdent(rel.name))
+	exprs := copybin.SelectExprs(cols)
+	if ts.layout == clickhouse.LayoutPhysical {
+		// Each row's TID: its block and line pointer.
+		exprs = append(exprs, "((ctid::text::point)[0])::int8", "((ctid::text::point)[1])::int8")
+		cols = append(cols[:len(cols):len(cols)], tidColumns...)
+	}
+	sql := fmt.Sprintf("COPY (SELECT %s FROM ONLY %s.%s", strings.Join(exprs, ", "), copybin.QuoteIdent(rel.schema), copybin.QuoteIdent(rel.name))
 	if w := r.Where(); w != "" {
 		sql += " WHERE " + w
 	}
@@ -437,6 +450,13 @@ func rangeText(r load.CtidRange) string {
 	return fmt.Sprintf("blocks %d..%d", r.From, r.To-1)
 }
 
+// tidColumns stand for the two int8 values of a physical table's ctid that
+// a copy selects after the mapped columns.
+var tidColumns = []*desclog.Column{
+	{Num: -1, Name: "ctid block", TypeOid: decode.OidInt8, TypeName: "bigint", TypeKind: 'b', Len: 8, ByVal: true, Align: 'd', NotNull: true},
+	{Num: -1, Name: "ctid offset", TypeOid: decode.OidInt8, TypeName: "bigint", TypeKind: 'b', Len: 8, ByVal: true, Align: 'd', NotNull: true},
+}
+
 // readCopy decodes a COPY stream into staging rows.
 func (l *loader) readCopy(ctx context.Context, src io.Reader, rel sourceRelation, cols []*desclog.Column,
 	ts *tableState, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
@@ -465,7 +485,17 @@ func (l *loader) readCopy(ctx context.Context, src io.Reader, rel sourceRelation
 		}
 		row := make([]any, len(ts.cols))
 		size := 24
-		for i, v := range vals {
+		mapped := vals
+		if ts.layout == clickhouse.LayoutPhysical {
+			mapped = vals[:len(vals)-2]
+			block, _ := vals[len(vals)-2].(int64)
+			off, _ := vals[len(vals)-1].(int64)
+			if block < 0 || block > math.MaxUint32 || off <= 0 || off > math.MaxUint16 {
+				return fmt.Errorf("initial load of %s.%s, row %d: ctid (%v, %v) is not a tuple identity", rel.schema, rel.name, rd.Rows(), vals[len(vals)-2], vals[len(vals)-1])
+			}
+			ts.setTID(row, rel.filenode, uint32(block), uint16(off))
+		}
+		for i, v := range mapped {
 			cv, err := clickhouse.ConvertValue(ts.cols[i], v)
 			if err != nil {
 				return fmt.Errorf("initial load of %s.%s, row %d: column %s: %w", rel.schema, rel.name, rd.Rows(), ts.cols[i].Name, err)

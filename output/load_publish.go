@@ -30,6 +30,19 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 	if a == nil || a.Dropped || a.ValidFrom != loaded.ValidFrom || a.Target != loaded.Target {
 		return errReload
 	}
+	if physical(a) && a.Filenode != loaded.Filenode {
+		if a.Filenode != 0 {
+			// The stream is in another heap generation than the load
+			// (the table was rewritten meanwhile): its TIDs are not the
+			// loaded ones.
+			return errReload
+		}
+		a = a.Clone()
+		a.Filenode = loaded.Filenode
+		if err := o.store.Put(a); err != nil {
+			return err
+		}
+	}
 	ts := newTableState(o.conn.Dialect(), a)
 	delta := a.Target
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}

@@ -194,7 +194,7 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 	switch {
 	case wasUnlogged && d.Persistence != 'u':
 		return "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
-	case before != nil && before.Rfn != d.Rfn && len(prev.OrderBy) == 0 && event == desclog.EventChanged.String() && prev.ValidFrom < lsn:
+	case before != nil && before.Rfn != d.Rfn && clickhouse.LayoutOf(prev.OrderBy) != clickhouse.LayoutKeyed && event == desclog.EventChanged.String() && prev.ValidFrom < lsn:
 		// ALTER TABLE rewrote it (a type change, a volatile default): the
 		// WAL carries the rewrite as an insert of every row, which a table
 		// without a key would hold twice.

@@ -205,6 +205,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		}
 		d := l.Desc
 		prev := o.store.Get(d.Oid)
+		delete(o.broken, d.Oid) // a new shape: it may be agreed on now
 		if !o.scope.in(d.Namespace, d.Name) || !replicable(d) {
 			if event == desclog.EventChanged.String() {
 				return o.leaveScope(ctx, d.Oid, fmt.Sprintf("became %s.%s at %s, out of scope", d.Namespace, d.Name, c.lsn))
@@ -288,7 +289,7 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if err != nil {
 		return fmt.Errorf("truncate at %s: %w", c.lsn, err)
 	}
-	if !shape.inScope {
+	if !shape.inScope || o.broken[c.oid] != "" {
 		return nil
 	}
 	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
@@ -302,6 +303,15 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	}
 	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed)); err != nil {
 		return err
+	}
+	if physical(ts.agreed) && ts.agreed.Filenode != 0 {
+		// Empty: its next rows are of the new heap generation.
+		next := ts.agreed.Clone()
+		next.Filenode = 0
+		if err := o.store.Put(next); err != nil {
+			return globalf("recording the truncate of %s: %w", ts.label, err)
+		}
+		ts.agreed = next
 	}
 	// A load in progress holds rows the TRUNCATE removed: it starts over.
 	o.loads.invalidate(c.oid)
@@ -344,7 +354,14 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			}
 		}
 		if err := o.agree(ctx, l.Desc, l.ValidFrom, "start"); err != nil {
-			return err
+			if !tableLocal(err) {
+				return err
+			}
+			// This table cannot be agreed on (a name ClickHouse cannot
+			// take, a configuration that does not fit it): the others
+			// start anyway.
+			o.markBroken(d, err)
+			continue
 		}
 		if o.loads.loading(d.Oid) {
 			o.states.set(qualified(d.Namespace, d.Name), stateLoading)

@@ -15,11 +15,17 @@ type tableState struct {
 	byAttnum map[int16]int             // mapped source attnum → index in cols
 	shape    map[int16]*desclog.Column // the agreed source shape by attnum
 	keyIdx   []int                     // indexes in cols of the sorting key
+	layout   clickhouse.Layout
 	lsnIdx   int
 	xidIdx   int
 	tsIdx    int
 	delIdx   int
-	seqIdx   int // _seq of a table without a key, else -1
+	seqIdx   int // _seq of a change log, else -1
+	// fileIdx, then the block and offset after it: a physical table's
+	// _filenode, _block, _offset (-1 otherwise).
+	fileIdx int
+	// zero are the mapped columns' zero values (a delete marker's).
+	zero []any
 
 	rows  [][]any
 	bytes int
@@ -37,19 +43,34 @@ func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
 	for i := range a.Shape {
 		ts.shape[a.Shape[i].Num] = &a.Shape[i]
 	}
+	ts.layout = clickhouse.LayoutOf(a.OrderBy)
 	for _, name := range a.OrderBy {
 		if i, ok := byName[name]; ok {
 			ts.keyIdx = append(ts.keyIdx, i)
 		}
 	}
 	base := len(ts.cols)
-	keyless := len(a.OrderBy) == 0
-	ts.cols = append(ts.cols, clickhouse.TableSyntheticColumns(d, keyless)...)
-	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx, ts.seqIdx = base, base+1, base+2, base+3, -1
-	if keyless {
+	ts.cols = append(ts.cols, clickhouse.TableSyntheticColumns(d, ts.layout)...)
+	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx, ts.seqIdx, ts.fileIdx = base, base+1, base+2, base+3, -1, -1
+	switch ts.layout {
+	case clickhouse.LayoutChangeLog:
 		ts.seqIdx = base + 4
+	case clickhouse.LayoutPhysical:
+		ts.fileIdx = base + 4
+		ts.keyIdx = []int{base + 4, base + 5, base + 6}
+		ts.zero = make([]any, len(a.Columns))
+		for i, mc := range a.Columns {
+			// A value every column can hold (ConvertValue of Zero): the
+			// marker's values are never read.
+			ts.zero[i], _ = clickhouse.ConvertValue(mc.Spec, clickhouse.Zero)
+		}
 	}
 	return ts
+}
+
+// setTID writes a physical table's row identity into row.
+func (ts *tableState) setTID(row []any, filenode uint32, block uint32, off uint16) {
+	row[ts.fileIdx], row[ts.fileIdx+1], row[ts.fileIdx+2] = filenode, block, off
 }
 
 // deleted reports whether a pending row is a delete marker.
@@ -108,4 +129,17 @@ func (ts *tableState) add(row []any, size int) {
 func (ts *tableState) reset() {
 	ts.rows = nil
 	ts.bytes = 0
+}
+
+// deleteMarker is a physical table's delete of tuple (block, off) of
+// filenode, at row's version: its key, zero values, _is_deleted = 1.
+func (ts *tableState) deleteMarker(row []any, filenode, block uint32, off uint16) []any {
+	m := make([]any, len(ts.cols))
+	for i := range ts.agreed.Columns {
+		m[i] = ts.zero[i]
+	}
+	copy(m[ts.lsnIdx:ts.delIdx], row[ts.lsnIdx:ts.delIdx])
+	m[ts.delIdx] = uint8(1)
+	ts.setTID(m, filenode, block, off)
+	return m
 }

@@ -296,8 +296,10 @@ func (o *chOutput) shapeOf(oid uint32, version wal.LSN) (*rowShape, error) {
 }
 
 // replicable: ordinary tables and partitions hold rows; partitioned
-// parents, views, matviews and toast relations do not get a table.
-func replicable(d *desclog.Descriptor) bool { return d.Kind == 'r' }
+// parents, views, matviews and toast relations do not get a table, nor
+// do temporary tables (their rows are not in the WAL; they are gone at
+// the session's end).
+func replicable(d *desclog.Descriptor) bool { return d.Kind == 'r' && d.Persistence != 't' }
 
 // addRow converts one row change into its table's pending block. pair is
 // the delete half of a key-changing update when m is its update half.
@@ -306,7 +308,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", c.op, c.lsn, err)
 	}
-	if !shape.inScope {
+	if !shape.inScope || o.broken[c.oid] != "" {
 		return nil
 	}
 	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
@@ -315,6 +317,16 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
+	}
+	var id rowIdentity
+	if ts.layout == clickhouse.LayoutPhysical {
+		if id, err = o.physicalIdentity(ts, m, c); err != nil {
+			return err
+		}
+		if id.stale {
+			o.m.superseded.Incr(1)
+			return nil
+		}
 	}
 	payload, err := m.AsStructured()
 	if err != nil {
@@ -343,6 +355,12 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		size += valueSize(cv)
 	}
 	isDelete := c.op == processor.OperationDelete
+	if ts.layout == clickhouse.LayoutPhysical {
+		ts.setTID(row, id.filenode, id.block, id.off)
+		for i := ts.fileIdx; i < ts.fileIdx+3; i++ {
+			filled[i] = true
+		}
+	}
 	if isDelete {
 		for _, i := range ts.keyIdx {
 			if !filled[i] {
@@ -372,7 +390,13 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	}
 	var deferred *deferredToast
 	if len(c.omitted) > 0 && !isDelete {
-		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair); err != nil {
+		var old []any
+		if id.hasOld {
+			// The update's earlier version is the tuple it replaced.
+			old = make([]any, len(ts.cols))
+			ts.setTID(old, id.filenode, id.oldBlock, id.oldOff)
+		}
+		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair, old); err != nil {
 			if errors.Is(err, errSuperseded) {
 				o.m.superseded.Incr(1)
 				return nil
@@ -414,6 +438,10 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, processor.MetaRecordIndex)
 		}
 		row[ts.seqIdx] = uint32(c.recordIndex)
+	}
+	if id.hasOld {
+		// The tuple the update replaced is gone.
+		ts.add(ts.deleteMarker(row, id.filenode, id.oldBlock, id.oldOff), 24)
 	}
 	if deferred != nil {
 		o.deferred = append(o.deferred, deferredRow{oid: c.oid, row: row, key: deferred.key, want: deferred.want,
@@ -474,7 +502,10 @@ func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc cli
 // logs the whole old row), else from the newest earlier row of the key,
 // pending here or on ClickHouse. A value found nowhere stops the output:
 // writing anything else would be a guess.
-func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, row []any, filled []bool, pair *service.Message) error {
+//
+// old, when not nil, holds the key of the row's earlier version (a
+// physical table's update: the tuple it replaced).
+func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, row []any, filled []bool, pair *service.Message, old []any) error {
 	var want []int
 	for _, name := range c.omitted {
 		idx, err := o.columnIndex(ts, shape, c, name)
@@ -515,7 +546,9 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and the table has no key to read it back by", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
 	key := make([]any, len(ts.cols))
-	if pair != nil {
+	if old != nil {
+		copy(key, old)
+	} else if pair != nil {
 		// The old key: the delete half is the newest pending row.
 		if n := len(ts.rows); n > 0 && ts.deleted(ts.rows[n-1]) && ts.rowLSN(ts.rows[n-1]) == uint64(c.lsn) {
 			copy(key, ts.rows[n-1])

@@ -15,9 +15,17 @@ import (
 // AgreedTable is the comparison of source (the qualified, quoted
 // PostgreSQL name) with the ClickHouse table the output's agreement a maps
 // it to: its mapped columns in ClickHouse order, its sorting key, a change
-// log when it has none.
+// log when it has none, whole rows (a multiset) when it is keyed by
+// physical identity.
 func AgreedTable(source string, a *clickhouse.Agreed) (Table, error) {
-	t := Table{Source: source, Target: a.Target, Key: a.OrderBy, ChangeLog: len(a.OrderBy) == 0}
+	t := Table{Source: source, Target: a.Target, Key: a.OrderBy}
+	switch clickhouse.LayoutOf(a.OrderBy) {
+	case clickhouse.LayoutChangeLog:
+		t.Key, t.ChangeLog = nil, true
+	case clickhouse.LayoutPhysical:
+		// Keyed by where each row lives: compared as a multiset of rows.
+		t.Key = nil
+	}
 	shape := map[int16]int{}
 	for i, c := range a.Shape {
 		shape[c.Num] = i

@@ -53,6 +53,10 @@ type Agreed struct {
 	// ClickHouse table keeps its rows but no longer follows the source. If
 	// the relation returns it is loaded again (output/load_scope.go).
 	Left bool `json:"left,omitempty"`
+	// Filenode is the heap generation (relfilenode) whose tuples a
+	// LayoutPhysical table's rows are keyed by; 0 while the table is empty
+	// (new, or truncated): the next row's generation is adopted.
+	Filenode uint32 `json:"filenode,omitempty"`
 }
 
 // Store keeps every relation's Agreed durably in one file, rewritten

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,9 +19,48 @@ const (
 	ColCommitTSu = "_commit_ts_us" // UInt64 µs since the Unix epoch otherwise
 	ColIsDeleted = "_is_deleted"
 	// ColSeq numbers the row images of one WAL record (a multi-insert, an
-	// update's delete and insert images) in tables without a key.
+	// update's delete and insert images) in a change log.
 	ColSeq = "_seq"
+	// ColFilenode, ColBlock and ColOffset are a row's physical identity in
+	// a table without a replica identity key (LayoutPhysical): the heap's
+	// relfilenode (its storage generation) and the tuple's TID.
+	ColFilenode = "_filenode"
+	ColBlock    = "_block"
+	ColOffset   = "_offset"
 )
+
+// Layout is how a ClickHouse table identifies the rows of its relation.
+type Layout uint8
+
+const (
+	// LayoutKeyed: ordered by the replica identity key (or order_by): one
+	// row per key.
+	LayoutKeyed Layout = iota
+	// LayoutPhysical: a relation without a replica identity key, ordered
+	// by each row's physical identity (_filenode, _block, _offset): one
+	// row per live tuple, duplicates included; UPDATE and DELETE name the
+	// tuple they change.
+	LayoutPhysical
+	// LayoutChangeLog: every row image, ordered by (_lsn, _seq); the table
+	// is the inserted images minus the deleted ones. What tables without a
+	// key got before LayoutPhysical, kept for those tables.
+	LayoutChangeLog
+)
+
+// PhysicalKey is the sorting key of a LayoutPhysical table.
+var PhysicalKey = []string{ColFilenode, ColBlock, ColOffset}
+
+// LayoutOf is the layout of a table with sorting key orderBy (as an
+// agreement records it: empty for a change log).
+func LayoutOf(orderBy []string) Layout {
+	switch {
+	case len(orderBy) == 0:
+		return LayoutChangeLog
+	case slices.Equal(orderBy, PhysicalKey):
+		return LayoutPhysical
+	}
+	return LayoutKeyed
+}
 
 // ColumnSpec is one target column as rendered in DDL.
 type ColumnSpec struct {
@@ -86,12 +126,19 @@ func SyntheticColumns(d Dialect) []ColumnSpec {
 	}
 }
 
-// TableSyntheticColumns are the columns the output adds to a table:
-// SyntheticColumns, plus _seq UInt32 in a table without a key.
-func TableSyntheticColumns(d Dialect, keyless bool) []ColumnSpec {
+// TableSyntheticColumns are the columns the output adds to a table of
+// layout l: SyntheticColumns, plus _seq UInt32 in a change log, plus
+// _filenode UInt32, _block UInt32 and _offset UInt16 in a physical one.
+func TableSyntheticColumns(d Dialect, l Layout) []ColumnSpec {
 	cols := SyntheticColumns(d)
-	if keyless {
+	switch l {
+	case LayoutChangeLog:
 		cols = append(cols, ColumnSpec{Name: ColSeq, Type: ColumnType{Type: "UInt32", Repr: ReprUInt32}})
+	case LayoutPhysical:
+		cols = append(cols,
+			ColumnSpec{Name: ColFilenode, Type: ColumnType{Type: "UInt32", Repr: ReprUInt32}},
+			ColumnSpec{Name: ColBlock, Type: ColumnType{Type: "UInt32", Repr: ReprUInt32}},
+			ColumnSpec{Name: ColOffset, Type: ColumnType{Type: "UInt16", Repr: ReprInt}})
 	}
 	return cols
 }
@@ -150,7 +197,7 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 	if len(opts.OrderBy) > 0 {
 		orderBy = opts.OrderBy
 	}
-	all := append(append([]ColumnSpec(nil), cols...), TableSyntheticColumns(d, len(orderBy) == 0)...)
+	all := append(append([]ColumnSpec(nil), cols...), TableSyntheticColumns(d, LayoutOf(orderBy))...)
 	byName := make(map[string]ColumnSpec, len(all))
 	for i, c := range all {
 		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, QuoteQualified(target)), c.Name); err != nil {

@@ -83,7 +83,8 @@ func DescribeTarget(defaultDB string, cfg TableConfig, prev *Agreed, shape *desc
 
 // syntheticNames are every synthetic column name of any dialect.
 func syntheticNames() map[string]bool {
-	return map[string]bool{ColLSN: true, ColXID: true, ColCommitTS: true, ColCommitTSu: true, ColIsDeleted: true, ColSeq: true}
+	return map[string]bool{ColLSN: true, ColXID: true, ColCommitTS: true, ColCommitTSu: true, ColIsDeleted: true, ColSeq: true,
+		ColFilenode: true, ColBlock: true, ColOffset: true}
 }
 
 // Reconcile decides what brings ClickHouse to agree with source shape
@@ -221,7 +222,7 @@ func (r *reconciler) rebuild() error {
 		return fmt.Errorf("%s: %w", r.source, err)
 	}
 	toKeyless := len(r.next.OrderBy) == 0
-	synth := TableSyntheticColumns(r.d, toKeyless)
+	synth := TableSyntheticColumns(r.d, LayoutOf(r.next.OrderBy))
 	lsn, xid, commit, deleted := QuoteIdent(synth[0].Name), QuoteIdent(synth[1].Name), QuoteIdent(synth[2].Name), QuoteIdent(synth[3].Name)
 	for _, sc := range synth {
 		cols = append(cols, QuoteIdent(sc.Name))
@@ -380,6 +381,10 @@ func (r *reconciler) first(defaultDB string) error {
 			}
 			r.next.OrderBy = append(r.next.OrderBy, r.next.Columns[i].Spec.Name)
 		}
+		if len(r.next.OrderBy) == 0 && !r.cfg.ChangeLog {
+			// No key: rows are identified by where they live in the heap.
+			r.next.OrderBy = slices.Clone(PhysicalKey)
+		}
 	}
 	if err := r.checkKey(); err != nil {
 		return err
@@ -407,8 +412,12 @@ func (r *reconciler) first(defaultDB string) error {
 	return nil
 }
 
-// checkKey: every sorting key name is a mapped, non-Nullable column.
+// checkKey: every sorting key name is a mapped, non-Nullable column (or
+// the physical key's synthetic columns).
 func (r *reconciler) checkKey() error {
+	if LayoutOf(r.next.OrderBy) == LayoutPhysical {
+		return nil
+	}
 	for _, name := range r.next.OrderBy {
 		i := slices.IndexFunc(r.next.Columns, func(m MappedColumn) bool { return m.Spec.Name == name })
 		switch {
@@ -433,6 +442,12 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 	// one, REPLICA IDENTITY USING INDEX, ...) rebuilds the table (rekey).
 	r.rekey = len(r.cfg.OrderBy) == 0 && !slices.Equal(prev.KeyAttnums, r.shape.KeyAttnums)
 	r.prevOrderBy = prev.OrderBy
+	if r.rekey && len(r.shape.KeyAttnums) == 0 && !r.cfg.ChangeLog && LayoutOf(prev.OrderBy) != LayoutChangeLog {
+		// The key is gone: rows are identified by their physical identity
+		// from now on, which only the source knows (a reload).
+		r.rekey = false
+		r.plan.Reload = append(r.plan.Reload, fmt.Errorf("%s: its replica identity key %v is gone: its rows are keyed by their physical identity from now on", r.source, prev.OrderBy))
+	}
 	if len(r.cfg.OrderBy) > 0 && !slices.Equal(r.cfg.OrderBy, prev.OrderBy) {
 		return fmt.Errorf("%s: order_by %v differs from the sorting key %v of %s; ClickHouse cannot change a sorting key (recreate the table)",
 			r.source, r.cfg.OrderBy, prev.OrderBy, QuoteQualified(prev.Target))
@@ -477,8 +492,8 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 			kept = append(kept, m)
 			continue
 		}
-		if m.Key && r.rekey {
-			continue // the rebuilt table leaves it out; the old one cannot drop a key column
+		if m.Key && (r.rekey || len(r.plan.Reload) > 0) {
+			continue // the rebuilt (or reloaded) table leaves it out; the old one cannot drop a key column
 		}
 		if m.Key {
 			return fmt.Errorf("%s: column %q was dropped on the source but %s is part of the sorting key of %s, which ClickHouse cannot change",
@@ -650,7 +665,7 @@ func (r *reconciler) heal() error {
 		r.plan.Agreed = r.next
 		return nil
 	}
-	for _, s := range TableSyntheticColumns(r.d, len(r.prevKeyOrNext()) == 0) {
+	for _, s := range TableSyntheticColumns(r.d, LayoutOf(r.prevKeyOrNext())) {
 		if _, ok := r.ch.Column(s.Name); !ok {
 			return fmt.Errorf("%s: ClickHouse table %s has no column %s: it was not created by walshadow for ClickHouse %s; drop it or configure another table",
 				r.source, QuoteQualified(target), QuoteIdent(s.Name), r.d.Version)

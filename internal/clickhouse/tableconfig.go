@@ -53,6 +53,10 @@ type TableConfig struct {
 	Settings []Setting
 	// DropStrategy "" means the output's default.
 	DropStrategy DropStrategy
+	// ChangeLog: a relation without a replica identity key gets a change
+	// log (LayoutChangeLog) at its first agreement instead of a table keyed
+	// by physical row identity.
+	ChangeLog bool
 }
 
 // Validate checks the settings that can be checked without the source

@@ -1,0 +1,82 @@
+package output
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/processor"
+)
+
+// A relation without a replica identity key lands in a LayoutPhysical
+// table: each row keyed by where its tuple lives, (_filenode, _block,
+// _offset), as every heap record names it. An insert writes the row at
+// its tuple, a delete a marker there, an update both (a marker at the
+// version it replaced, the row at the new one), so FINAL WHERE
+// _is_deleted = 0 is the table, duplicate rows included.
+//
+// TIDs mean something only within one heap generation: VACUUM FULL,
+// CLUSTER and rewrites move every tuple (a new filenode) without row
+// records. The agreement records the generation its rows belong to
+// (Agreed.Filenode, adopted from the first row while the table is empty);
+// a row of another generation reloads the table, and a replayed row of an
+// older generation than a reload's is superseded.
+
+// rowIdentity is a physical table's row change's tuple identity.
+type rowIdentity struct {
+	filenode   uint32
+	block      uint32
+	off        uint16
+	hasOld     bool // an update: the version it replaced
+	oldBlock   uint32
+	oldOff     uint16
+	stale      bool // a replay older than the table's generation: skip it
+}
+
+// physicalIdentity reads a row change's identity and checks it against
+// the table's generation.
+func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change) (rowIdentity, error) {
+	var id rowIdentity
+	fn, _ := m.MetaGet(processor.MetaFilenode)
+	v, err := strconv.ParseUint(fn, 10, 32)
+	if err != nil {
+		return id, fmt.Errorf("%s of %s at %s: metadata %s %q: %w (a table without a key is keyed by its rows' physical identity)", c.op, ts.label, c.lsn, processor.MetaFilenode, fn, err)
+	}
+	id.filenode = uint32(v)
+	tid, _ := m.MetaGet(processor.MetaTID)
+	if id.block, id.off, err = processor.ParseTID(tid); err != nil {
+		return id, fmt.Errorf("%s of %s at %s: metadata %s: %w", c.op, ts.label, c.lsn, processor.MetaTID, err)
+	}
+	if c.op == processor.OperationUpdate {
+		old, _ := m.MetaGet(processor.MetaOldTID)
+		if id.oldBlock, id.oldOff, err = processor.ParseTID(old); err != nil {
+			return id, fmt.Errorf("update of %s at %s: metadata %s: %w", ts.label, c.lsn, processor.MetaOldTID, err)
+		}
+		id.hasOld = true
+	}
+	switch a := ts.agreed; {
+	case a.Filenode == id.filenode:
+	case c.lsn < a.ValidFrom:
+		// Replayed from before the agreement (a reload published since
+		// holds the table as of a later generation).
+		id.stale = true
+	case a.Filenode == 0 && (c.op == processor.OperationInsert || o.loads.loading(c.oid)):
+		// An empty table takes its first row's generation; a table being
+		// loaded, the stream's (its load's must be the same to publish).
+		next := a.Clone()
+		next.Filenode = id.filenode
+		if err := o.store.Put(next); err != nil {
+			return id, globalf("recording the heap generation of %s: %w", ts.label, err)
+		}
+		ts.agreed = next
+	default:
+		return id, &reloadNeeded{cause: fmt.Errorf("%s of %s at %s is in heap generation (filenode) %d, the table's rows in %d: VACUUM FULL, CLUSTER or a rewrite moved every row, so their physical identities changed",
+			c.op, ts.label, c.lsn, id.filenode, a.Filenode)}
+	}
+	return id, nil
+}
+
+// physical reports whether an agreement keys its rows by physical identity.
+func physical(a *clickhouse.Agreed) bool { return clickhouse.LayoutOf(a.OrderBy) == clickhouse.LayoutPhysical }
