@@ -76,6 +76,7 @@ const (
 	fieldTPartitionBy = "partition_by"
 	fieldTSettings    = "settings"
 	fieldTDrop        = "drop_strategy"
+	fieldTChangeLog   = "change_log"
 )
 
 // Spec is the clickhouse_ddl output's config spec.
@@ -99,22 +100,33 @@ on servers without DateTime64) and `+"`_is_deleted UInt8`"+`, ordered by the
 replica identity key. Read a table as the source has it with
 `+"`SELECT ... FROM t FINAL WHERE _is_deleted = 0`"+`.
 
-A table without a key (REPLICA IDENTITY FULL without a primary key, or
-NOTHING) is a change log: every row image inserted, each delete as the
-deleted image with `+"`_is_deleted = 1`"+` (an update is both), ordered by
-`+"`(_lsn, _seq)`"+` so a change replayed after a restart replaces itself; the
-table is the inserted images minus the deleted ones (duplicate rows
-included): `+"`SELECT cols FROM t FINAL GROUP BY cols HAVING sum(if(_is_deleted = 1, -1, 1)) > 0`"+`
-(the sum is each row's multiplicity). `+"`order_by`"+` naming columns that do
-identify its rows makes it a mirror instead. A primary key added later (or
-any change of the replica identity) rebuilds the table under the new key.
+A table without a replica identity key (no primary key, REPLICA IDENTITY
+NOTHING, or FULL) is keyed by each row's physical identity, which every
+heap record in the WAL names: `+"`_filenode UInt32, _block UInt32, _offset UInt16`"+`
+(the heap's relfilenode and the tuple's TID), the ORDER BY; an update
+deletes the version it replaced and writes the new one, so
+`+"`SELECT ... FINAL WHERE _is_deleted = 0`"+` is the table, identical duplicate rows
+included. VACUUM FULL, CLUSTER and table rewrites move every tuple without
+row records: the table is reloaded. `+"`tables.<name>.change_log: true`"+` asks for a
+change log instead (every row image, ordered by `+"`(_lsn, _seq)`"+`; the table is the
+inserted images minus the deleted ones:
+`+"`SELECT cols FROM t FINAL GROUP BY cols HAVING sum(if(_is_deleted = 1, -1, 1)) > 0`"+`),
+as tables without a key got before; `+"`order_by`"+` naming columns that do identify
+its rows makes it a mirror. A primary key added later rebuilds the table
+under the key; a key dropped reloads it.
 
 Schema changes: ADD COLUMN (with the default rows written before it read),
 RENAME COLUMN (kept under the old ClickHouse name on servers without RENAME
 COLUMN, such as 18.16), DROP COLUMN, TRUNCATE; a dropped table is retained
-(default), retained with a warning, or dropped, per `+"`drop_strategy`"+`. Column
-type changes are refused: the output stops with an error naming the column
-(and counts it) rather than write values of another type.
+(default), retained with a warning, or dropped, per `+"`drop_strategy`"+`. A column
+type change ClickHouse converts exactly (integer and float widenings,
+wider numeric, DROP NOT NULL) is a MODIFY COLUMN; one whose ClickHouse type
+and values are unchanged (varchar(n) to text) changes nothing; any other
+reloads the table under its new shape.
+
+A table that cannot take a change (ClickHouse refuses its rows, a value
+cannot be converted, the processor could not decode it) never stops the
+others: per `+"`on_error`"+` it is failed and reloaded (default) or the output stops.
 
 The agreed shape of every table is kept in `+"`state_dir`"+`; on start every
 table in scope is reconciled with ClickHouse, re-creating tables and columns
@@ -154,6 +166,7 @@ dropped there.`).
 				service.NewStringMapField(fieldTSettings).Description("Table SETTINGS.").Optional(),
 				service.NewStringEnumField(fieldTDrop, string(clickhouse.DropRetain), string(clickhouse.DropWarn), string(clickhouse.DropDrop)).Description("What a DROP TABLE on the source does to this table.").Optional(),
 				service.NewStringEnumField(fieldTInitialLoad, string(load.ModeCopy), string(load.ModeBaseBackup), string(load.ModeNone)).Description("This table's initial load mode, over `initial_load`.").Optional(),
+				service.NewBoolField(fieldTChangeLog).Description("A table without a replica identity key becomes a change log (every row image, ordered by `(_lsn, _seq)`) when first replicated, instead of a table keyed by each row's physical identity.").Optional(),
 				service.NewStringEnumField(fieldTOnError, string(OnErrorReload), string(OnErrorStop)).Description("What this table does when it cannot take a change, over `on_error`.").Optional(),
 			).Description("Per-table settings, keyed by the source table's `schema.table`.").
 				Default(map[string]any{}),
@@ -391,6 +404,9 @@ func parseTables(conf *service.ParsedConfig) (map[string]clickhouse.TableConfig,
 		get(fieldTPartitionBy, &tc.PartitionBy)
 		getMap(fieldTSettings, &settingsMap)
 		get(fieldTDrop, &drop)
+		if err == nil && o.Contains(fieldTChangeLog) {
+			tc.ChangeLog, err = o.FieldBool(fieldTChangeLog)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
 		}

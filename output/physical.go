@@ -26,13 +26,13 @@ import (
 
 // rowIdentity is a physical table's row change's tuple identity.
 type rowIdentity struct {
-	filenode   uint32
-	block      uint32
-	off        uint16
-	hasOld     bool // an update: the version it replaced
-	oldBlock   uint32
-	oldOff     uint16
-	stale      bool // a replay older than the table's generation: skip it
+	filenode uint32
+	block    uint32
+	off      uint16
+	hasOld   bool // an update: the version it replaced
+	oldBlock uint32
+	oldOff   uint16
+	stale    bool // a replay older than the table's generation: skip it
 }
 
 // physicalIdentity reads a row change's identity and checks it against
@@ -79,4 +79,6 @@ func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change
 }
 
 // physical reports whether an agreement keys its rows by physical identity.
-func physical(a *clickhouse.Agreed) bool { return clickhouse.LayoutOf(a.OrderBy) == clickhouse.LayoutPhysical }
+func physical(a *clickhouse.Agreed) bool {
+	return clickhouse.LayoutOf(a.OrderBy) == clickhouse.LayoutPhysical
+}
