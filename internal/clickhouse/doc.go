@@ -168,6 +168,27 @@
 // _is_deleted UInt8. The commit time is _commit_ts DateTime64(6, 'UTC') on
 // servers with DateTime64 and _commit_ts_us UInt64 (µs since the epoch) on
 // others. Tables with a key are ReplacingMergeTree(_lsn, _is_deleted)
-// (ReplacingMergeTree(_lsn) before 23.2) ordered by the key; tables without
-// any key are MergeTree ORDER BY tuple() change logs (see CreateTable).
+// (ReplacingMergeTree(_lsn) before 23.2) ordered by the key. Tables of a
+// relation without a replica identity key (no primary key, REPLICA
+// IDENTITY NOTHING or FULL) are LayoutPhysical: the same engine ordered by
+// _filenode UInt32, _block UInt32, _offset UInt16 — each row's heap
+// generation and TID, which every heap record in the WAL names — so an
+// UPDATE or DELETE names the row it changes and FINAL WHERE _is_deleted =
+// 0 is the table, identical duplicate rows included. A relation's change
+// log (LayoutChangeLog: every row image, ReplacingMergeTree(_lsn) ordered
+// by (_lsn, _seq)) is what tables without a key got before, kept for them
+// and made for TableConfig.ChangeLog.
+//
+// What changes of a keyless relation become:
+//
+//	PostgreSQL                          ClickHouse (LayoutPhysical)
+//	INSERT, COPY                        row at (filenode, block, offset)
+//	UPDATE (HOT or not)                 delete marker at the old TID, row at the new
+//	DELETE                              delete marker at the TID
+//	TRUNCATE                            TRUNCATE TABLE; the next rows adopt the new filenode
+//	VACUUM FULL, CLUSTER                every TID moved without row records: reload
+//	ALTER TABLE rewrite (type change,   the rewrite's inserts would be a second copy
+//	  volatile default)                   of every row: reload
+//	primary key added                   rebuilt under the key (rows copied)
+//	primary key dropped                 reload (ClickHouse cannot know the TIDs)
 package clickhouse
