@@ -77,10 +77,10 @@ type identityGroup struct {
 	names    []string
 }
 
-const noIdentityEffect = "their UPDATEs and DELETEs stop replication (no old row is logged to name the changed row by: walshadow_decode fails on the first); " +
-	"INSERTs alone land, in a change log ordered by (_lsn, _seq)"
+const noIdentityEffect = "they are keyed in ClickHouse by each row's physical identity (ORDER BY _filenode, _block, _offset, which the WAL names for every change): " +
+	"UPDATEs and DELETEs apply exactly, duplicate rows included; VACUUM FULL, CLUSTER and table rewrites reload them"
 
-const noIdentityRemedy = "add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL (a change log with delete images) or REPLICA IDENTITY USING INDEX <unique index on NOT NULL columns>; or exclude them"
+const noIdentityRemedy = "nothing is needed; a primary key or REPLICA IDENTITY USING INDEX makes the ClickHouse table keyed by it instead"
 
 // checkReplicaIdentity reports the tables in scope by what their replica
 // identity lets walshadow do with them, one finding per kind.
@@ -96,11 +96,11 @@ func (fs *findings) checkReplicaIdentity(ctx context.Context, conn *pgx.Conn, da
 		return
 	}
 	var (
-		nothing = identityGroup{severity: Warning, what: "REPLICA IDENTITY NOTHING", effect: noIdentityEffect, remedy: noIdentityRemedy}
-		noPK    = identityGroup{severity: Warning, what: "no primary key (REPLICA IDENTITY DEFAULT)", effect: noIdentityEffect, remedy: noIdentityRemedy}
-		noIndex = identityGroup{severity: Warning, what: "REPLICA IDENTITY USING INDEX but no usable index", effect: noIdentityEffect, remedy: noIdentityRemedy}
+		nothing = identityGroup{severity: Info, what: "REPLICA IDENTITY NOTHING", effect: noIdentityEffect, remedy: noIdentityRemedy}
+		noPK    = identityGroup{severity: Info, what: "no primary key (REPLICA IDENTITY DEFAULT)", effect: noIdentityEffect, remedy: noIdentityRemedy}
+		noIndex = identityGroup{severity: Warning, what: "REPLICA IDENTITY USING INDEX but no usable index", effect: noIdentityEffect, remedy: "check the index the replica identity names (unique, not partial, on NOT NULL columns)"}
 		full    = identityGroup{severity: Info, what: "REPLICA IDENTITY FULL, so no key",
-			effect: "they land as change logs ordered by (_lsn, _seq): every inserted image, every deleted one with _is_deleted = 1, unless tables.<name>.order_by names columns that identify their rows"}
+			effect: noIdentityEffect + " (REPLICA IDENTITY FULL is not needed), unless tables.<name>.order_by names columns that identify their rows"}
 		unlogged = identityGroup{check: "unlogged_tables", severity: Warning, what: "UNLOGGED storage", effect: "their rows are not in the WAL and never replicate",
 			remedy: "ALTER TABLE ... SET LOGGED, or exclude them"}
 		keyed, total, all int

@@ -57,8 +57,8 @@ GRANT SELECT ON ALL TABLES IN SCHEMA public TO app`)
 	want(t, r, "max_wal_senders", Error, "max_wal_senders is 0")
 	want(t, r, "replication_role", Error, `role "app" has neither REPLICATION nor SUPERUSER`)
 	want(t, r, "replication_connection", Error, "cannot open a replication connection")
-	want(t, r, "replica_identity", Warning, "1 table with REPLICA IDENTITY NOTHING: public.nothing_t;")
-	want(t, r, "replica_identity", Warning, "1 table with no primary key (REPLICA IDENTITY DEFAULT): public.nokey_t;")
+	want(t, r, "replica_identity", Info, "1 table with REPLICA IDENTITY NOTHING: public.nothing_t;", "physical identity")
+	want(t, r, "replica_identity", Info, "1 table with no primary key (REPLICA IDENTITY DEFAULT): public.nokey_t;")
 	want(t, r, "replica_identity", Info, "1 table with REPLICA IDENTITY FULL", "public.full_t")
 	want(t, r, "replica_identity", Info, "4 tables", "1 keyed")
 	want(t, r, "shadow_major", Info, "PostgreSQL 15")
@@ -69,7 +69,7 @@ GRANT SELECT ON ALL TABLES IN SCHEMA public TO app`)
 	if err == nil {
 		t.Fatal("Err is nil")
 	}
-	for _, line := range []string{"wal_level is minimal", "max_wal_senders is 0", "neither REPLICATION", "warning: 1 table with REPLICA IDENTITY NOTHING"} {
+	for _, line := range []string{"wal_level is minimal", "max_wal_senders is 0", "neither REPLICATION"} {
 		if !strings.Contains(err.Error(), line) {
 			t.Errorf("Err lacks %q:\n%s", line, err)
 		}
