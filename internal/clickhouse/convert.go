@@ -434,12 +434,12 @@ func toDecimal(t ColumnType, v any) (any, error) {
 		text = v.String()
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, refuse("NaN and ±Infinity have no Decimal form")
+			return nil, refuse("NaN and ±Infinity have no Decimal form (map the column to String with tables.<name>.column_types to keep them)")
 		}
 		text = strconv.FormatFloat(v, 'f', -1, 64)
 	case float32:
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, refuse("NaN and ±Infinity have no Decimal form")
+			return nil, refuse("NaN and ±Infinity have no Decimal form (map the column to String with tables.<name>.column_types to keep them)")
 		}
 		text = strconv.FormatFloat(float64(v), 'f', -1, 32)
 	default:
@@ -451,7 +451,7 @@ func toDecimal(t ColumnType, v any) (any, error) {
 	}
 	switch text {
 	case "NaN", "Infinity", "-Infinity":
-		return nil, refuse("NaN and ±Infinity have no Decimal form")
+		return nil, refuse("NaN and ±Infinity have no Decimal form (map the column to String with tables.<name>.column_types to keep them)")
 	}
 	if err := checkDecimalDigits(text, t.Precision, t.Scale); err != nil {
 		return nil, err
