@@ -164,7 +164,8 @@ func newPgbenchRig(tb testing.TB, database string, more ...desclog.Descriptor) *
 	if _, err := log.Seed(pgbenchValidFrom, pgbenchValidFrom, append([]desclog.Descriptor{pgbenchDescriptor()}, more...)); err != nil {
 		tb.Fatalf("seeding the descriptor log: %v", err)
 	}
-	sc, err := newScope([]string{"*.*"}, nil, nil)
+	// (The change-log tests' table asks for a change log.)
+	sc, err := newScope([]string{"*.*"}, nil, map[string]clickhouse.TableConfig{"public.events": {ChangeLog: true}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -404,7 +404,7 @@ func valueLiteral(spec ColumnSpec, v any) (string, error) {
 		return QuoteString(v), nil
 	case bool:
 		return strconv.FormatBool(v), nil
-	case int16, int32, int64, uint8, uint32, uint64:
+	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
 		return cast(fmt.Sprint(v)), nil
 	case float32:
 		return cast(strconv.FormatFloat(float64(v), 'g', -1, 32)), nil
