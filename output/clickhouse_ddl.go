@@ -329,19 +329,12 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 
 // parseTableLoadModes reads tables.<name>.initial_load.
 func parseTableLoadModes(conf *service.ParsedConfig) (map[string]load.Mode, error) {
-	objs, err := conf.FieldObjectMap(FieldTables)
+	vals, err := tableStrings(conf, fieldTInitialLoad)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]load.Mode{}
-	for name, o := range objs {
-		if !o.Contains(fieldTInitialLoad) {
-			continue
-		}
-		v, err := o.FieldString(fieldTInitialLoad)
-		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
-		}
+	out := make(map[string]load.Mode, len(vals))
+	for name, v := range vals {
 		if out[name], err = load.ParseMode(v); err != nil {
 			return nil, fmt.Errorf("%s.%s.%s: %w", FieldTables, name, fieldTInitialLoad, err)
 		}
@@ -349,22 +342,35 @@ func parseTableLoadModes(conf *service.ParsedConfig) (map[string]load.Mode, erro
 	return out, nil
 }
 
-// parseTableOnError reads tables.<name>.on_error.
+// parseTableOnError reads tables.<name>.on_error (the spec's enum checks
+// the values).
 func parseTableOnError(conf *service.ParsedConfig) (map[string]OnError, error) {
+	vals, err := tableStrings(conf, fieldTOnError)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]OnError, len(vals))
+	for name, v := range vals {
+		out[name] = OnError(v)
+	}
+	return out, nil
+}
+
+// tableStrings reads the string field of every table under tables that
+// sets it.
+func tableStrings(conf *service.ParsedConfig, field string) (map[string]string, error) {
 	objs, err := conf.FieldObjectMap(FieldTables)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]OnError{}
+	out := map[string]string{}
 	for name, o := range objs {
-		if !o.Contains(fieldTOnError) {
+		if !o.Contains(field) {
 			continue
 		}
-		v, err := o.FieldString(fieldTOnError)
-		if err != nil {
+		if out[name], err = o.FieldString(field); err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
 		}
-		out[name] = OnError(v)
 	}
 	return out, nil
 }
