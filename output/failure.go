@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -96,6 +97,11 @@ func tableLocal(err error) bool {
 	}
 	var exception *clickhousego.Exception
 	if errors.As(err, &exception) {
+		if exception.Code == 241 && strings.Contains(exception.Message, "(for query)") {
+			// The one query's limit (a block of a very wide table): that
+			// table's; the server's total limit concerns every table.
+			return true
+		}
 		return !globalServerCodes[exception.Code]
 	}
 	return true
