@@ -452,6 +452,9 @@ type chOutput struct {
 	// broken: relations no table can be agreed on (markBroken), by oid,
 	// with the reason; their changes are not written.
 	broken map[uint32]string
+	// failedInBatch: relations that failed in the batch being written;
+	// their later rows in it are not written (their reload holds them).
+	failedInBatch map[uint32]bool
 	// loads runs the initial loads (nil until connected).
 	loads *loader
 	// deferred are the current batch's updates waiting for their table's

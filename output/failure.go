@@ -122,6 +122,13 @@ func (o *chOutput) contain(ctx context.Context, oid uint32, lsn wal.LSN, err err
 	if !tableLocal(err) || oid == 0 {
 		return err
 	}
+	if o.failedInBatch[oid] {
+		return nil // failed already in this batch: its reload holds this change too
+	}
+	if o.failedInBatch == nil {
+		o.failedInBatch = map[uint32]bool{}
+	}
+	o.failedInBatch[oid] = true
 	return o.failTable(ctx, oid, lsn, err)
 }
 

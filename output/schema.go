@@ -244,6 +244,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		return nil
 	case desclog.EventDropped.String():
 		delta, loading := o.loads.deltaTarget(c.oid)
+		entry, _ := o.loads.ledger.Get(c.oid)
 		if err := o.loads.dropped(ctx, c.oid); err != nil {
 			return err
 		}
@@ -256,6 +257,25 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		strategy := cfg.DropStrategy
 		if strategy == "" {
 			strategy = o.s.drop
+		}
+		if loading && entry.Stale != "" {
+			// Dropped while a reload was replacing its table: the table it
+			// had is what the drop strategy keeps or drops.
+			stale := prev.Clone()
+			stale.Target = clickhouse.Target{Database: entry.StaleDatabase, Table: entry.Stale}
+			stmts, next, _ := clickhouse.PlanDrop(strategy, stale)
+			if err := o.execAll(ctx, stmts); err != nil {
+				return fmt.Errorf("dropped %s.%s at %s: %w", prev.Schema, prev.Table, c.lsn, err)
+			}
+			if err := o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
+				return fmt.Errorf("dropped %s.%s at %s: %w", prev.Schema, prev.Table, c.lsn, err)
+			}
+			delete(o.tables, c.oid)
+			o.states.set(qualified(prev.Schema, prev.Table), stateDropped)
+			if next == nil {
+				return o.store.Delete(c.oid)
+			}
+			return o.store.Put(next)
 		}
 		if loading {
 			// Its delta table holds only the changes since its load began:

@@ -127,6 +127,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
 	}
 	o.deferred = o.deferred[:0]
+	clear(o.failedInBatch)
 	err := o.writeBatch(ctx, batch)
 	if err == nil && len(o.deferred) > 0 {
 		o.loads.addDeferred(o.deferred)
@@ -308,7 +309,9 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", c.op, c.lsn, err)
 	}
-	if !shape.inScope || o.broken[c.oid] != "" {
+	if !shape.inScope || o.broken[c.oid] != "" || o.failedInBatch[c.oid] {
+		// (A table that failed in this batch: its reload's snapshot,
+		// taken after the batch's transactions committed, holds the rest.)
 		return nil
 	}
 	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
@@ -317,6 +320,11 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
+	}
+	if c.lsn < ts.agreed.ValidFrom && o.loads.loading(c.oid) {
+		// Older than the shape its load began under: committed before the
+		// load's snapshot, so in the load.
+		return nil
 	}
 	var id rowIdentity
 	if ts.layout == clickhouse.LayoutPhysical {
@@ -679,7 +687,7 @@ func (o *chOutput) flushAll(ctx context.Context) error {
 		}
 		ts := pending[i]
 		// The block's first change: where the table stopped being written.
-		if err := o.failTable(ctx, ts.agreed.Oid, wal.LSN(ts.rowLSN(ts.rows[0])), fmt.Errorf("inserting into %s: %w", ts.label, err)); err != nil {
+		if err := o.contain(ctx, ts.agreed.Oid, wal.LSN(ts.rowLSN(ts.rows[0])), fmt.Errorf("inserting into %s: %w", ts.label, err)); err != nil {
 			global = append(global, err)
 		}
 	}
