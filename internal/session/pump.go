@@ -128,6 +128,12 @@ type PumpConfig struct {
 	// shadow's filtered ones and tear the record (its first part a NOOP, its
 	// second the original).
 	StartPrefix []byte
+	// KeepStartContinuation: the bytes fed before the first record are
+	// already the shadow's own (filterShadowWAL rewrites the shadow's pg_wal
+	// in place), so they stay as fed and StartPrefix is not needed. Those
+	// bytes were either published filtered by an earlier run or precede
+	// anything the shadow replays (the bootstrap's first segment).
+	KeepStartContinuation bool
 	// SelfRelease makes the pump release a boundary itself once the shadow
 	// has applied it (and Capture has run); otherwise Release must be called
 	// (tests acting as the processor).
@@ -259,8 +265,8 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 func (p *Pump) repairStart(first wal.LSN) error {
 	n := int(first - p.start)
 	hdr := wal.LongPageHeaderLen
-	if n <= hdr {
-		return nil // no continuation: the segment starts with a record
+	if n <= hdr || p.cfg.KeepStartContinuation {
+		return nil // no continuation (the segment starts with a record), or nothing to repair
 	}
 	if pre := p.cfg.StartPrefix; len(pre) >= 16 && wal.LSN(binary.LittleEndian.Uint64(pre[8:])) != p.start {
 		return fmt.Errorf("the filtered copy of the segment at %s names page address %s: not that segment", p.start, wal.LSN(binary.LittleEndian.Uint64(pre[8:])))

@@ -17,6 +17,15 @@ import (
 // the BASE_BACKUP; replaying its user records would need user pages the
 // shadow does not have. Already-filtered WAL passes unchanged, so this is
 // safe to run at every start (the shadow must be stopped).
+//
+// Only the bootstrap's segments (below boot.WALEnd) are read: every later
+// one came filtered, from walshadow's walsender or its archive. Whatever
+// segment pg_wal starts with may open with the continuation of a record
+// whose beginning the shadow already removed (a restartpoint removes the
+// segments before its redo point, e.g. at the shadow's shutdown): those
+// bytes stay as they are, being the shadow's own copy (filtered when
+// published, or older than anything it replays), and filtering goes on
+// from the first record that starts there.
 func filterShadowWAL(ctx context.Context, walDir string, boot *shadow.BootstrapResult, segSize uint32) error {
 	files, err := wal.SegmentFiles(walDir)
 	if err != nil {
@@ -32,6 +41,9 @@ func filterShadowWAL(ctx context.Context, walDir string, boot *shadow.BootstrapR
 		start, err := n.StartLSN(segSize)
 		if err != nil {
 			return err
+		}
+		if boot.WALEnd != 0 && start >= boot.WALEnd {
+			break // streamed after the bootstrap: filtered already
 		}
 		if len(segs) == 0 {
 			first = start
@@ -50,7 +62,7 @@ func filterShadowWAL(ctx context.Context, walDir string, boot *shadow.BootstrapR
 	}
 	sink := &walFileSink{dir: walDir, tli: boot.Timeline, segSize: segSize, dirty: map[wal.LSN]bool{}}
 	dec := &noHoldDecider{inner: filterDecider{f}, sink: sink, segSize: segSize}
-	p, err := NewPump(first, PumpConfig{SegmentSize: segSize}, dec, nopFeed{}, sink, nil)
+	p, err := NewPump(first, PumpConfig{SegmentSize: segSize, KeepStartContinuation: true}, dec, nopFeed{}, sink, nil)
 	if err != nil {
 		return err
 	}
