@@ -294,8 +294,25 @@ func (p *Pump) scatter(lsn wal.LSN, rec []byte) error {
 	return werr
 }
 
-// publish sends decided wire bytes to the shadow and seals complete segments.
+// publish archives complete decided segments, then sends decided wire
+// bytes to the shadow.
+//
+// The archive comes first: once the shadow holds a byte past a segment, a
+// restartpoint of it (at the latest the one of its shutdown) may remove
+// that segment from its pg_wal, and a restart whose floor is in it then
+// needs the archive's copy (the filtered bytes of a record continuing into
+// the next segment among them). Archived after the publish, a failed write
+// could leave the segment nowhere.
 func (p *Pump) publish() error {
+	err := p.wire.Seal(p.decided, func(start wal.LSN, data []byte) error {
+		if err := p.sink.WriteSegment(start, data); err != nil {
+			return fmt.Errorf("archiving the filtered segment at %s: %w", start, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	through := min(p.decided, p.wire.End())
 	if through > p.published {
 		err := p.wire.Range(p.published, through, func(start wal.LSN, b []byte) error {
@@ -307,12 +324,8 @@ func (p *Pump) publish() error {
 		}
 		p.published = through
 	}
-	return p.wire.SealThrough(p.decided, func(start wal.LSN, data []byte) error {
-		if err := p.sink.WriteSegment(start, data); err != nil {
-			return fmt.Errorf("archiving the filtered segment at %s: %w", start, err)
-		}
-		return nil
-	})
+	p.wire.Release(p.published)
+	return nil
 }
 
 // flush hands the current batch to the input.

@@ -237,3 +237,32 @@ func TestPumpHoldTimeout(t *testing.T) {
 		t.Fatalf("err = %v, want a hold timeout (nobody releases the boundary)", err)
 	}
 }
+
+type failingSink struct{ calls int }
+
+func (f *failingSink) WriteSegment(wal.LSN, []byte) error {
+	f.calls++
+	return errors.New("no space left on device")
+}
+
+// A segment reaches the archive before the shadow gets any byte past it:
+// the shadow may remove a segment from its pg_wal once it is past it, and a
+// restart whose floor is in that segment then reads the archive's copy. A
+// failed archive write must leave the shadow short of the segment's end.
+func TestPumpArchivesBeforeShadowPassesSegment(t *testing.T) {
+	all, start := fixture(t)
+	const segSize = 1 << 20
+	shadow := &fakeShadow{start: start, t: t}
+	sink := &failingSink{}
+	p, err := NewPump(start, PumpConfig{SegmentSize: segSize, SelfRelease: true}, fakeDecider{}, shadow, sink, make(chan *Batch, 10000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Feed(context.Background(), all[:validEnd(t, all, start)-start])
+	if err == nil || sink.calls == 0 {
+		t.Fatalf("err = %v after %d archive writes, want the archive's error", err, sink.calls)
+	}
+	if got := start + wal.LSN(len(shadow.wire)); got > start+segSize {
+		t.Fatalf("the shadow got WAL through %s, past the segment %s the archive could not take", got, start)
+	}
+}

@@ -19,6 +19,7 @@ type wireBuffer struct {
 	segs    []*wireSegment // ascending by start, contiguous
 	free    [][]byte
 	end     wal.LSN // LSN of the next byte to append
+	sealed  wal.LSN // end of the last segment handed to Seal
 }
 
 type wireSegment struct {
@@ -124,17 +125,42 @@ func (w *wireBuffer) Range(from, to wal.LSN, fn func(start wal.LSN, b []byte) er
 // seal (in order) and releases it. A segment is complete when all its bytes
 // have arrived.
 func (w *wireBuffer) SealThrough(decided wal.LSN, seal func(start wal.LSN, data []byte) error) error {
-	for len(w.segs) > 0 {
-		seg := w.segs[0]
-		if seg.start+wal.LSN(w.segSize) > decided || len(seg.data) < int(w.segSize) {
+	if err := w.Seal(decided, seal); err != nil {
+		return err
+	}
+	w.Release(decided)
+	return nil
+}
+
+// Seal hands every complete segment that ends at or below decided, and was
+// not handed before, to seal (in order), keeping it held: bytes of it not
+// yet published can still be read with Range until Release.
+func (w *wireBuffer) Seal(decided wal.LSN, seal func(start wal.LSN, data []byte) error) error {
+	for _, seg := range w.segs {
+		end := seg.start + wal.LSN(w.segSize)
+		if end <= w.sealed {
+			continue
+		}
+		if end > decided || len(seg.data) < int(w.segSize) {
 			return nil
 		}
 		if err := seal(seg.start, seg.data); err != nil {
 			return err
 		}
+		w.sealed = end
+	}
+	return nil
+}
+
+// Release frees the sealed segments that end at or below through.
+func (w *wireBuffer) Release(through wal.LSN) {
+	for len(w.segs) > 0 {
+		seg := w.segs[0]
+		if end := seg.start + wal.LSN(w.segSize); end > through || end > w.sealed {
+			return
+		}
 		w.free = append(w.free, seg.data)
 		w.segs[0] = nil
 		w.segs = w.segs[1:]
 	}
-	return nil
 }
