@@ -494,15 +494,25 @@ func (s *Session) checkSourceIdentity(ctx context.Context, stored source.Identit
 // filteredStartSegment is the filtered copy of the segment the pump starts
 // at, as an earlier run published it: the shadow's pg_wal has it while it is
 // the segment being received, the archive once it was complete. Nil when
-// neither has it (a first start: nothing was published there yet).
+// neither has it (a first start: nothing was published there yet). A copy
+// whose first page names another address (a pg_wal file recycled under that
+// name) is passed over for the next.
 func (s *Session) filteredStartSegment(p *parts, start wal.LSN) []byte {
 	name := p.archive.SegmentName(p.identity.Timeline, start)
+	var first []byte
 	for _, path := range []string{filepath.Join(s.shadowDir(), "pg_wal", name), p.archive.Path(name)} {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if h, ok := wal.DecodePageHeader(b); ok && h.PageAddr == start {
 			return b
 		}
+		if first == nil {
+			first = b // the pump names the mismatch
+		}
 	}
-	return nil
+	return first
 }
 
 func (s *Session) setParts(p *parts) {

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walshadow/walshadow/config"
 	"github.com/walshadow/walshadow/internal/filter"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -328,4 +330,40 @@ type noopDecider struct{ fakeDecider }
 
 func (noopDecider) NoopRecord(dst []byte, rec *wal.Record) ([]byte, error) {
 	return filter.NoopRecord(dst, rec.Header.TotLen, rec.Header.XID, rec.Header.Prev)
+}
+
+// The start segment's filtered copy: a pg_wal file of that name naming
+// another page address (recycled) is passed over for the archive's copy.
+func TestFilteredStartSegmentSkipsRecycledPgWALFile(t *testing.T) {
+	const segSize = 1 << 20
+	seg4 := wal.LSN(4 * segSize)
+	b := newSynthWAL(seg4)
+	for range 5 {
+		b.add(t, 300, true)
+	}
+	good := b.segment(seg4)
+	recycled := bytes.Clone(good)
+	binary.LittleEndian.PutUint64(recycled[8:], uint64(seg4-2*segSize))
+	state := t.TempDir()
+	s := &Session{cfg: config.Session{StateDir: state}}
+	if err := os.MkdirAll(filepath.Join(s.shadowDir(), "pg_wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	arch, err := source.OpenArchive(source.ArchiveConfig{Dir: s.archiveDir(), SegmentSize: segSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &parts{archive: arch, identity: source.Identity{Timeline: 1}}
+	if got := s.filteredStartSegment(p, seg4); got != nil {
+		t.Fatalf("a copy found in empty directories (%d bytes)", len(got))
+	}
+	if err := os.WriteFile(filepath.Join(s.shadowDir(), "pg_wal", segName(seg4, segSize)), recycled, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := arch.WriteSegment(segName(seg4, segSize), good); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.filteredStartSegment(p, seg4); !bytes.Equal(got, good) {
+		t.Fatal("the recycled pg_wal file was taken over the archive's copy")
+	}
 }
