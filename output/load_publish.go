@@ -38,7 +38,7 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 			return errReload
 		}
 		a = a.Clone()
-		a.Filenode = loaded.Filenode
+		a.Filenode, a.FilenodeFrom = loaded.Filenode, e.Coverage
 		if err := o.store.Put(a); err != nil {
 			return err
 		}

@@ -20,9 +20,10 @@ import (
 // TIDs mean something only within one heap generation: VACUUM FULL,
 // CLUSTER and rewrites move every tuple (a new filenode) without row
 // records. The agreement records the generation its rows belong to
-// (Agreed.Filenode, adopted from the first row while the table is empty);
-// a row of another generation reloads the table, and a replayed row of an
-// older generation than a reload's is superseded.
+// (Agreed.Filenode, adopted from the first row while the table is empty)
+// and where it began (FilenodeFrom); a row of another generation reloads
+// the table, unless it is older than the generation's beginning (a
+// replay), which supersedes it.
 
 // rowIdentity is a physical table's row change's tuple identity.
 type rowIdentity struct {
@@ -58,15 +59,15 @@ func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change
 	}
 	switch a := ts.agreed; {
 	case a.Filenode == id.filenode:
-	case c.lsn < a.ValidFrom:
-		// Replayed from before the agreement (a reload published since
-		// holds the table as of a later generation).
+	case c.lsn < a.FilenodeFrom:
+		// Replayed from before the table's generation began (a TRUNCATE,
+		// a reload published since): superseded.
 		id.stale = true
 	case a.Filenode == 0 && (c.op == processor.OperationInsert || o.loads.loading(c.oid)):
 		// An empty table takes its first row's generation; a table being
 		// loaded, the stream's (its load's must be the same to publish).
 		next := a.Clone()
-		next.Filenode = id.filenode
+		next.Filenode, next.FilenodeFrom = id.filenode, c.lsn
 		if err := o.store.Put(next); err != nil {
 			return id, globalf("recording the heap generation of %s: %w", ts.label, err)
 		}

@@ -324,10 +324,10 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed)); err != nil {
 		return err
 	}
-	if physical(ts.agreed) && ts.agreed.Filenode != 0 {
+	if physical(ts.agreed) {
 		// Empty: its next rows are of the new heap generation.
 		next := ts.agreed.Clone()
-		next.Filenode = 0
+		next.Filenode, next.FilenodeFrom = 0, c.lsn
 		if err := o.store.Put(next); err != nil {
 			return globalf("recording the truncate of %s: %w", ts.label, err)
 		}

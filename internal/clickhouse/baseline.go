@@ -57,6 +57,10 @@ type Agreed struct {
 	// LayoutPhysical table's rows are keyed by; 0 while the table is empty
 	// (new, or truncated): the next row's generation is adopted.
 	Filenode uint32 `json:"filenode,omitempty"`
+	// FilenodeFrom is where that generation's rows begin in the WAL (the
+	// first adopted row, a load's coverage, a TRUNCATE): a replayed row of
+	// another generation older than it is superseded.
+	FilenodeFrom wal.LSN `json:"filenode_from,omitempty"`
 }
 
 // Store keeps every relation's Agreed durably in one file, rewritten
