@@ -327,7 +327,10 @@ func TestKeyedReplayAtEveryKillPoint(t *testing.T) {
 func TestPhysicalReplayAfterTruncate(t *testing.T) {
 	r := newPgbenchRig(t, "walshadow_physical_truncate", itemsDescriptor())
 	table := clickhouse.QuoteQualified(r.out.store.Get(itemsOid).Target)
-	onFilenode := func(m *service.Message, fn string) *service.Message { m.MetaSetMut(processor.MetaFilenode, fn); return m }
+	onFilenode := func(m *service.Message, fn string) *service.Message {
+		m.MetaSetMut(processor.MetaFilenode, fn)
+		return m
+	}
 	before := service.MessageBatch{
 		itemMessage(processor.OperationInsert, 0x3000000, "0:1", "", 1, "old", false),
 		itemMessage(processor.OperationInsert, 0x3000000, "0:2", "", 2, "old", false),
