@@ -151,8 +151,9 @@ for attempt in $(seq 1 120); do
   all=1; report=""
   for t in $tables; do
     pg=$(psql -Atc "select count(*) from public.$t")
-    # Tables without a key (pgbench_history) are change logs: inserted
-    # minus deleted images.
+    # A change log (tables.<name>.change_log) is inserted minus deleted
+    # images; every other table, pgbench_history (no key, keyed by its rows'
+    # physical identity) included, is FINAL WHERE _is_deleted = 0.
     if [ "$(chcount "SELECT sorting_key FROM system.tables WHERE database = '$ch_db' AND name = 'public.$t'")" = "_lsn, _seq" ]; then
       ch=$(chcount "SELECT toInt64(sum(if(_is_deleted = 1, -1, 1))) FROM \`$ch_db\`.\`public.$t\` FINAL")
     else
