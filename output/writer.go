@@ -508,8 +508,10 @@ func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc cli
 // carryUnchanged fills the unchanged TOAST columns of an update: from the
 // delete half of its pair when that carried them (REPLICA IDENTITY FULL
 // logs the whole old row), else from the newest earlier row of the key,
-// pending here or on ClickHouse. A value found nowhere stops the output:
-// writing anything else would be a guess.
+// pending here or on ClickHouse. A value found nowhere fails the table
+// (contain: it is reloaded): writing anything else would be a guess. A
+// replayed update whose key ClickHouse holds at its own or a newer _lsn
+// is errSuperseded.
 //
 // old, when not nil, holds the key of the row's earlier version (a
 // physical table's update: the tuple it replaced).
