@@ -42,6 +42,21 @@ type RandomLoadOptions struct {
 	// lie past Int64 microseconds since 1970, which the ClickHouse output
 	// refuses on servers without DateTime64.
 	NoFarFutureTimestamps bool
+	// Keyless adds the tables without a replica identity key (rl_nokey:
+	// REPLICA IDENTITY DEFAULT without a primary key, with a TOASTed
+	// column; rl_nothing: REPLICA IDENTITY NOTHING) next to rl_full
+	// (FULL), and the operations that matter to tables a reader can only
+	// address by physical identity: identical duplicate rows, TRUNCATE,
+	// VACUUM FULL and CLUSTER (every keyless table has an index on seq).
+	Keyless bool
+	// TypeChanges adds ALTER COLUMN ... TYPE: changes ClickHouse follows
+	// exactly (int4 → int8, varchar(n) → text, numeric(10,2) →
+	// numeric(14,4), float4 → float8, ...) and changes it cannot (USING
+	// expressions, narrowing), which reload the table.
+	TypeChanges bool
+	// TempTables adds CREATE TEMP TABLE churn: temporary tables created,
+	// written, and dropped (or dropped at commit).
+	TempTables bool
 }
 
 // RandomLoadStats counts what RunRandomLoad did.
@@ -71,7 +86,13 @@ const (
 	keyFull                    // no key, REPLICA IDENTITY FULL; rows found by seq
 	keyIdentity                // REPLICA IDENTITY USING INDEX on (code, region)
 	keyPair                    // PRIMARY KEY (tenant, item)
+	keyNone                    // no key, REPLICA IDENTITY DEFAULT; rows found by seq
+	keyNothing                 // no key, REPLICA IDENTITY NOTHING; rows found by seq
 )
+
+// keyless: the table has no replica identity key (its rows are addressed
+// by seq, which is not unique: duplicates are identical rows).
+func (k keyKind) keyless() bool { return k == keyFull || k == keyNone || k == keyNothing }
 
 type rlColumn struct {
 	name, sqlType string
@@ -109,7 +130,7 @@ func (t *rlTable) hasBig() bool {
 // keyColumns and keyValues address row rid.
 func (t *rlTable) keyColumns() []string {
 	switch t.key {
-	case keyFull:
+	case keyFull, keyNone, keyNothing:
 		return []string{"seq"}
 	case keyIdentity:
 		return []string{"code", "region"}
@@ -121,7 +142,7 @@ func (t *rlTable) keyColumns() []string {
 
 func (t *rlTable) keyValues(rid int64) []string {
 	switch t.key {
-	case keyFull:
+	case keyFull, keyNone, keyNothing:
 		return []string{strconv.FormatInt(rid, 10) + "::bigint"}
 	case keyIdentity:
 		return []string{"'c" + strconv.FormatInt(rid, 10) + "'", strconv.FormatInt(rid%7, 10)}
@@ -231,6 +252,23 @@ func baseTables() []*rlTable {
 	}
 }
 
+// keylessTables are the tables Keyless adds.
+func keylessTables() []*rlTable {
+	g := notNull
+	return []*rlTable{
+		{name: "rl_nokey", key: keyNone, cols: []*rlColumn{
+			col("label", "text", nullable(g(func(r *rand.Rand) string { return randText(r, 30) }))),
+			col("qty", "int4", nullable(g(func(r *rand.Rand) string { return strconv.Itoa(r.Intn(1000)) }))),
+			bigCol("body", "text", nullable(g(bigText))),
+		}},
+		{name: "rl_nothing", key: keyNothing, cols: []*rlColumn{
+			col("label", "varchar(40)", nullable(g(func(r *rand.Rand) string { return randText(r, 40) }))),
+			col("amount", "numeric(10,2)", nullable(g(randNumeric10x2))),
+			col("f", "float4", nullable(g(func(r *rand.Rand) string { return randFloat(r, 32) }))),
+		}},
+	}
+}
+
 func extraTable(name string) *rlTable {
 	return &rlTable{name: name, key: keyID, cols: []*rlColumn{
 		col("v", "text", nullable(notNull(func(r *rand.Rand) string { return randText(r, 40) }))),
@@ -251,7 +289,7 @@ func (t *rlTable) createSQL() string {
 	switch t.key {
 	case keyID:
 		defs = append(defs, "id int8 PRIMARY KEY")
-	case keyFull:
+	case keyFull, keyNone, keyNothing:
 		defs = append(defs, "seq int8")
 	case keyIdentity:
 		defs = append(defs, "code text NOT NULL", "region int4 NOT NULL")
@@ -265,9 +303,15 @@ func (t *rlTable) createSQL() string {
 		defs = append(defs, "PRIMARY KEY (tenant, item)")
 	}
 	s := fmt.Sprintf("CREATE TABLE %s (%s);", t.name, strings.Join(defs, ", "))
+	if t.key.keyless() {
+		// Not unique: CLUSTER needs an index, and rows are found by seq.
+		s += fmt.Sprintf(" CREATE INDEX %s_seq ON %s (seq);", t.name, t.name)
+	}
 	switch t.key {
 	case keyFull:
 		s += fmt.Sprintf(" ALTER TABLE %s REPLICA IDENTITY FULL;", t.name)
+	case keyNothing:
+		s += fmt.Sprintf(" ALTER TABLE %s REPLICA IDENTITY NOTHING;", t.name)
 	case keyIdentity:
 		s += fmt.Sprintf(" CREATE UNIQUE INDEX %s_key ON %s (code, region); ALTER TABLE %s REPLICA IDENTITY USING INDEX %s_key;", t.name, t.name, t.name, t.name)
 	}
@@ -276,6 +320,9 @@ func (t *rlTable) createSQL() string {
 
 func (o RandomLoadOptions) tables() []*rlTable {
 	ts := baseTables()
+	if o.Keyless {
+		ts = append(ts, keylessTables()...)
+	}
 	for i := len(ts); i < o.Tables; i++ {
 		ts = append(ts, extraTable(fmt.Sprintf("rl_extra_%d", i)))
 	}

@@ -26,6 +26,31 @@ var addedColumnTypes = []struct {
 	{"date", notNull(randDate)},
 }
 
+// typeChanges are the ALTER COLUMN ... TYPE the workload makes, by the
+// column's type: exact ones ClickHouse can follow with MODIFY COLUMN, the
+// others (a USING expression, a narrowing) reload the table. using is a
+// format with %[1]s for the column; gen makes values of the new type.
+var typeChanges = []struct {
+	from, to string
+	exact    bool
+	using    string
+	gen      valueGen
+}{
+	{"int2", "int4", true, "", notNull(func(r *rand.Rand) string { return strconv.FormatInt(int64(int32(r.Uint32())), 10) })},
+	{"int4", "int8", true, "", notNull(func(r *rand.Rand) string { return strconv.FormatInt(int64(r.Uint64()), 10) })},
+	{"float4", "float8", true, "", notNull(func(r *rand.Rand) string { return randFloat(r, 64) })},
+	{"varchar(40)", "text", true, "", notNull(func(r *rand.Rand) string { return randText(r, 60) })},
+	{"varchar(100)", "varchar(200)", true, "", notNull(func(r *rand.Rand) string { return randText(r, 200) })},
+	{"numeric(10,2)", "numeric(14,4)", true, "", notNull(randNumeric10x2)},
+	{"int8", "int4", false, "(%[1]s %% 1000000)::int4", notNull(func(r *rand.Rand) string { return strconv.Itoa(r.Intn(2000000) - 1000000) })},
+	{"int4", "text", false, "", notNull(func(r *rand.Rand) string { return randText(r, 20) })},
+	{"text", "varchar(12)", false, "left(%[1]s, 12)", notNull(func(r *rand.Rand) string { return randText(r, 12) })},
+	{"bool", "int4", false, "%[1]s::int4", notNull(func(r *rand.Rand) string { return strconv.Itoa(r.Intn(3)) })},
+	{"numeric(10,2)", "numeric(8,1)", false, "round(%[1]s / 100, 1)", notNull(func(r *rand.Rand) string {
+		return fmt.Sprintf("%s%d.%d", pick(r, "", "-"), r.Intn(10000000), r.Intn(10))
+	})},
+}
+
 var renameSuffix = regexp.MustCompile(`_r[0-9]+$`)
 
 // ddl runs one schema change. It holds the schema lock while the statement
@@ -77,6 +102,28 @@ func (c *rlClient) ddl(ctx context.Context, op string) error {
 		i := candidates[c.r.Intn(len(candidates))]
 		sql = fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t.name, pgx.Identifier{t.cols[i].name}.Sanitize())
 		apply = func() { t.cols = append(t.cols[:i:i], t.cols[i+1:]...) }
+	case "ddl_alter_type_exact", "ddl_alter_type_reload":
+		exact := op == "ddl_alter_type_exact"
+		type candidate struct{ col, change int }
+		var candidates []candidate
+		for i, col := range t.cols {
+			for j, ch := range typeChanges {
+				if ch.exact == exact && ch.from == col.sqlType && !col.big {
+					candidates = append(candidates, candidate{i, j})
+				}
+			}
+		}
+		if len(candidates) == 0 {
+			return nil
+		}
+		pick := candidates[c.r.Intn(len(candidates))]
+		col, ch := t.cols[pick.col], typeChanges[pick.change]
+		id := pgx.Identifier{col.name}.Sanitize()
+		sql = fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", t.name, id, ch.to)
+		if ch.using != "" {
+			sql += " USING " + fmt.Sprintf(ch.using, id)
+		}
+		apply = func() { col.sqlType, col.gen = ch.to, nullable(ch.gen) }
 	case "ddl_create_table":
 		nt := extraTable(fmt.Sprintf("rl_ddl_%d_%d", c.id, seq))
 		nt.created = true

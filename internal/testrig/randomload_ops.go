@@ -31,46 +31,81 @@ type errSkip struct{ code string }
 
 func (e errSkip) Error() string { return "skipped: " + e.code }
 
+// opNeeds names the option an operation kind needs.
+type opNeeds int
+
+const (
+	always opNeeds = iota
+	needsDDL
+	needsTwoPhase
+	needsKeyless
+	needsTypeChanges // and DDL
+	needsTempTables
+)
+
+func (o RandomLoadOptions) allows(n opNeeds) bool {
+	switch n {
+	case needsDDL:
+		return o.DDL
+	case needsTwoPhase:
+		return o.TwoPhase
+	case needsKeyless:
+		return o.Keyless
+	case needsTypeChanges:
+		return o.DDL && o.TypeChanges
+	case needsTempTables:
+		return o.TempTables
+	}
+	return true
+}
+
 // operation kinds and their weights.
 var rlOps = []struct {
 	name   string
 	weight int
-	ddl    bool
-	twoPC  bool
+	needs  opNeeds
 }{
-	{"insert", 18, false, false},
-	{"insert_multi", 8, false, false},
-	{"copy", 5, false, false},
-	{"update", 18, false, false},
-	{"update_key", 5, false, false},
-	{"delete", 7, false, false},
-	{"upsert_nothing", 3, false, false},
-	{"upsert_update", 4, false, false},
-	{"tx_mixed", 10, false, false},
-	{"tx_savepoint", 6, false, false},
-	{"tx_rollback", 4, false, false},
-	{"two_phase_commit", 3, false, true},
-	{"two_phase_rollback", 2, false, true},
-	{"truncate", 1, false, false},
-	{"ddl_add_column", 2, true, false},
-	{"ddl_add_column_default", 2, true, false},
-	{"ddl_rename_column", 2, true, false},
-	{"ddl_drop_column", 1, true, false},
-	{"ddl_create_table", 1, true, false},
-	{"ddl_drop_table", 1, true, false},
+	{"insert", 18, always},
+	{"insert_multi", 8, always},
+	{"copy", 5, always},
+	{"update", 18, always},
+	{"update_key", 5, always},
+	{"delete", 7, always},
+	{"upsert_nothing", 3, always},
+	{"upsert_update", 4, always},
+	{"update_delete_tx", 3, always},
+	{"update_then_delete", 2, always},
+	{"tx_mixed", 10, always},
+	{"tx_savepoint", 6, always},
+	{"tx_rollback", 4, always},
+	{"two_phase_commit", 3, needsTwoPhase},
+	{"two_phase_rollback", 2, needsTwoPhase},
+	{"truncate", 1, always},
+	{"insert_duplicate", 4, needsKeyless},
+	{"truncate_keyless", 1, needsKeyless},
+	{"vacuum_full", 1, needsKeyless},
+	{"cluster", 1, needsKeyless},
+	{"temp_table", 3, needsTempTables},
+	{"ddl_add_column", 2, needsDDL},
+	{"ddl_add_column_default", 2, needsDDL},
+	{"ddl_rename_column", 2, needsDDL},
+	{"ddl_drop_column", 1, needsDDL},
+	{"ddl_create_table", 1, needsDDL},
+	{"ddl_drop_table", 1, needsDDL},
+	{"ddl_alter_type_exact", 1, needsTypeChanges},
+	{"ddl_alter_type_reload", 1, needsTypeChanges},
 }
 
 func (c *rlClient) chooseOp() string {
 	total := 0
 	for _, o := range rlOps {
-		if (o.ddl && !c.opt.DDL) || (o.twoPC && !c.opt.TwoPhase) {
-			continue
+		if c.opt.allows(o.needs) {
+			total += o.weight
 		}
-		total += o.weight
 	}
 	x := c.r.Intn(total)
 	for _, o := range rlOps {
-		if (o.ddl && !c.opt.DDL) || (o.twoPC && !c.opt.TwoPhase) {
+		if !c.opt.allows(o.needs) {
 			continue
 		}
 		if x < o.weight {
@@ -248,7 +283,7 @@ func (c *rlClient) upsertSQL(t *rlTable, doUpdate bool) string {
 		rid = c.newRid(t)
 	}
 	s := fmt.Sprintf("INSERT INTO %s (%s) VALUES %s ON CONFLICT", t.name, columnList(t), c.valuesTuple(t, rid))
-	if t.key == keyFull || !doUpdate {
+	if t.key.keyless() || !doUpdate {
 		return s + " DO NOTHING"
 	}
 	var sets []string
@@ -273,7 +308,7 @@ func (c *rlClient) randomDML(tables []*rlTable) string {
 	case 4, 5, 6:
 		return c.updateSQL(t)
 	case 7:
-		if t.key != keyFull {
+		if !t.key.keyless() {
 			return c.updateKeySQL(t)
 		}
 		return c.updateSQL(t)
@@ -305,7 +340,7 @@ func (c *rlClient) do(ctx context.Context, op string) error {
 	case "update":
 		return c.exec(ctx, c.updateSQL(t))
 	case "update_key":
-		if t.key == keyFull {
+		if t.key.keyless() {
 			return c.exec(ctx, c.updateSQL(t))
 		}
 		return c.exec(ctx, c.updateKeySQL(t))
@@ -337,8 +372,152 @@ func (c *rlClient) do(ctx context.Context, op string) error {
 		return c.twoPhase(ctx, tables, op == "two_phase_commit")
 	case "truncate":
 		return c.exec(ctx, "TRUNCATE "+t.name)
+	case "update_delete_tx", "update_then_delete":
+		return c.updateThenDelete(ctx, tables, op == "update_delete_tx")
+	case "insert_duplicate":
+		return c.insertDuplicate(ctx, c.pickKeyless(tables))
+	case "truncate_keyless":
+		return c.exec(ctx, "TRUNCATE "+c.pickKeyless(tables).name)
+	case "vacuum_full", "cluster":
+		return c.rewrite(ctx, tables, op)
+	case "temp_table":
+		return c.tempTable(ctx)
 	}
 	return c.ddl(ctx, op)
+}
+
+// pickKeyless picks a table without a replica identity key (any table if
+// there is none).
+func (c *rlClient) pickKeyless(tables []*rlTable) *rlTable {
+	var keyless []*rlTable
+	for _, t := range tables {
+		if t.key.keyless() {
+			keyless = append(keyless, t)
+		}
+	}
+	if len(keyless) == 0 {
+		return c.pickTable(tables)
+	}
+	return c.pickTable(keyless)
+}
+
+// updateThenDelete updates a row of a table with TOASTed columns, leaving
+// them unchanged (so the update logs them as unchanged TOAST), and then
+// deletes the same row: in one transaction or in two.
+func (c *rlClient) updateThenDelete(ctx context.Context, tables []*rlTable, oneTx bool) error {
+	var big []*rlTable
+	for _, t := range tables {
+		if t.hasBig() {
+			big = append(big, t)
+		}
+	}
+	t := c.pickTable(tables)
+	if len(big) > 0 {
+		t = c.pickTable(big)
+	}
+	rid := c.someRid(t)
+	var sets []string
+	for _, col := range t.cols {
+		if !col.big && (len(sets) == 0 || c.r.Intn(2) == 0) {
+			text, null := c.gen(col.gen)
+			sets = append(sets, pgx.Identifier{col.name}.Sanitize()+" = "+sqlLiteral(text, null, col.sqlType))
+		}
+	}
+	if len(sets) == 0 {
+		return c.exec(ctx, c.deleteSQL(t))
+	}
+	update := fmt.Sprintf("UPDATE %s SET %s WHERE %s", t.name, strings.Join(sets, ", "), t.where(rid))
+	del := fmt.Sprintf("DELETE FROM %s WHERE %s", t.name, t.where(rid))
+	if !oneTx {
+		if err := c.exec(ctx, update); err != nil {
+			return err
+		}
+		c.stats.Committed++
+		return c.exec(ctx, del)
+	}
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	for _, stmt := range []string{update, update, del} {
+		if stmt == update && c.r.Intn(2) == 0 {
+			continue // the same key updated once or twice before its delete
+		}
+		if err := c.exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return c.end(ctx, "COMMIT")
+}
+
+// insertDuplicate inserts one row two or three times: a keyless table
+// holds identical rows, which only their physical identity tells apart.
+func (c *rlClient) insertDuplicate(ctx context.Context, t *rlTable) error {
+	tuple := c.valuesTuple(t, c.newRid(t))
+	n := 2 + c.r.Intn(2)
+	tuples := make([]string, n)
+	for i := range tuples {
+		tuples[i] = tuple
+	}
+	return c.exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", t.name, columnList(t), strings.Join(tuples, ", ")))
+}
+
+// rewrite runs VACUUM FULL or CLUSTER: every tuple moves to a new heap
+// without a row record. Mostly a keyless table's, sometimes any table's.
+func (c *rlClient) rewrite(ctx context.Context, tables []*rlTable, op string) error {
+	t := c.pickKeyless(tables)
+	if c.r.Intn(3) == 0 {
+		t = c.pickTable(tables)
+	}
+	stmt := "VACUUM FULL " + t.name
+	if op == "cluster" {
+		stmt = "CLUSTER " + t.name
+		switch {
+		case t.key.keyless():
+			stmt += " USING " + t.name + "_seq"
+		case t.key == keyIdentity:
+			stmt += " USING " + t.name + "_key"
+		default:
+			stmt += " USING " + t.name + "_pkey"
+		}
+	}
+	// Neither runs in a transaction block: the lock timeout is the
+	// session's for the statement.
+	if err := c.exec(ctx, "SET lock_timeout = '3s'"); err != nil {
+		return err
+	}
+	err := c.exec(ctx, stmt)
+	if _, rerr := c.conn.Exec(ctx, "RESET lock_timeout"); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// tempTable creates a temporary table, writes it and drops it (at commit,
+// or by a DROP, or sometimes not at all: the session's end drops it).
+func (c *rlClient) tempTable(ctx context.Context) error {
+	c.gids++
+	name := fmt.Sprintf("rl_temp_%d_%d", c.id, c.gids)
+	onCommitDrop := c.r.Intn(3) == 0
+	create := "CREATE TEMP TABLE " + name + " (id int8 PRIMARY KEY, v text, n numeric)"
+	if onCommitDrop {
+		create += " ON COMMIT DROP"
+	}
+	stmts := []string{create,
+		"INSERT INTO " + name + " SELECT g, md5(g::text), g / 7.0 FROM generate_series(1, " + strconv.Itoa(1+c.r.Intn(50)) + ") g",
+		"UPDATE " + name + " SET v = v || 'x' WHERE id % 3 = 0",
+		"DELETE FROM " + name + " WHERE id % 5 = 0"}
+	if !onCommitDrop && c.r.Intn(4) != 0 {
+		stmts = append(stmts, "DROP TABLE "+name)
+	}
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	for _, stmt := range stmts {
+		if err := c.exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return c.end(ctx, "COMMIT")
 }
 
 // savepoints: work kept, work rolled back to a savepoint, work released.
@@ -399,7 +578,7 @@ func (c *rlClient) copy(ctx context.Context, t *rlTable, rows int) error {
 		rid := c.newRid(t)
 		var fields []string
 		switch t.key {
-		case keyID, keyFull:
+		case keyID, keyFull, keyNone, keyNothing:
 			fields = append(fields, strconv.FormatInt(rid, 10))
 		case keyIdentity:
 			fields = append(fields, "c"+strconv.FormatInt(rid, 10), strconv.FormatInt(rid%7, 10))

@@ -86,3 +86,38 @@ func TestCopyFieldEscapes(t *testing.T) {
 		t.Error("NULL is not \\N")
 	}
 }
+
+func TestRandomLoadKeylessTypesTemp(t *testing.T) {
+	p := StartPostgres(t, WithMaxPreparedTransactions(10), WithSetting("log_min_error_statement", "panic"))
+	opt := RandomLoadOptions{Seed: 43, Tables: 11, Ops: 1200, Clients: 3, DDL: true, TwoPhase: true,
+		Keyless: true, TypeChanges: true, TempTables: true}
+	tables := p.CreateRandomSchema(t, opt)
+	if len(tables) != 13 {
+		t.Fatalf("%d tables, want 13 (the 11 built-in ones and the 2 keyless ones)", len(tables))
+	}
+	stats := p.RunRandomLoad(t, opt)
+	t.Logf("random load: %v", stats)
+	for _, op := range []string{"update_delete_tx", "update_then_delete", "insert_duplicate", "truncate_keyless",
+		"vacuum_full", "cluster", "temp_table", "ddl_alter_type_exact", "ddl_alter_type_reload"} {
+		if stats.Ops[op] == 0 {
+			t.Errorf("no %s operation ran", op)
+		}
+	}
+	if n := p.QueryInt(t, "SELECT count(*) FROM pg_class WHERE relname IN ('rl_nokey', 'rl_nothing', 'rl_full') AND relreplident = ANY('{d,n,f}')"); n != 3 {
+		t.Errorf("%d of the 3 keyless tables have their replica identity", n)
+	}
+	// Some keyless table holds identical rows.
+	dups := int64(0)
+	for _, name := range []string{"rl_nokey", "rl_nothing", "rl_full"} {
+		dups += p.QueryInt(t, "SELECT count(*) FROM (SELECT t FROM "+name+" t GROUP BY t HAVING count(*) > 1) d")
+	}
+	if dups == 0 {
+		t.Error("no keyless table holds a duplicate row")
+	}
+	// Type changes happened: some column has a type only a change makes.
+	if n := p.QueryInt(t, `SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+		WHERE c.relname LIKE 'rl\_%' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+		AND format_type(atttypid, atttypmod) IN ('character varying(12)', 'character varying(200)', 'numeric(14,4)', 'numeric(8,1)')`); n == 0 {
+		t.Error("no column has a type that only ALTER COLUMN ... TYPE gives")
+	}
+}
