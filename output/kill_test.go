@@ -38,7 +38,8 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 	go func() { <-cur.Done(); exitCh <- fmt.Errorf("child exited: %s", cur.LogTail(40)) }()
 	testrig.WaitSlotActive(t, r.src, r.slot, exitCh)
 
-	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 12, Ops: 1200, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true}
+	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 12, Ops: 1200, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true,
+		Keyless: true, TypeChanges: true, TempTables: true}
 	r.src.CreateRandomSchema(t, opt)
 	// Kills run beside the workload and after it, while the pipeline
 	// catches up.
@@ -73,6 +74,7 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 	// The last run in-process, to completion.
 	last := r.start(t, outputYAML)
 	r.waitCH(t, last, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token), "1", 3*time.Minute)
+	r.waitLoads(t, last, 3*time.Minute)
 	last.stop(t)
 	r.compareAll(t)
 }

@@ -438,11 +438,26 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 		clickhouse.DropTable(staging),
 		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
 	}
+	// Under the output's lock: a batch that fails or reshapes the table
+	// drops its delta table and agrees on a new one in one step, which
+	// the copy of its structure must not fall between.
+	l.o.mu.Lock()
+	now := l.o.store.Get(e.Oid)
+	if now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
+		l.o.mu.Unlock()
+		return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
+	}
 	for _, s := range stmts {
+		if l.o.conn == nil {
+			l.o.mu.Unlock()
+			return fmt.Errorf("the output is not connected")
+		}
 		if err := l.o.conn.Exec(ctx, s); err != nil {
+			l.o.mu.Unlock()
 			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
 		}
 	}
+	l.o.mu.Unlock()
 	l.mu.Lock()
 	l.dropFilterLocked(e.Oid) // a new attempt takes a new snapshot
 	l.mu.Unlock()

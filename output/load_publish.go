@@ -31,12 +31,17 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 		return errReload
 	}
 	if physical(a) && a.Filenode != loaded.Filenode {
-		if a.Filenode != 0 {
-			// The stream is in another heap generation than the load
-			// (the table was rewritten meanwhile): its TIDs are not the
-			// loaded ones.
+		if a.Filenode != 0 && a.FilenodeFrom >= e.Coverage {
+			// The stream went on into another heap generation after the
+			// load's snapshot (the table was rewritten meanwhile): its
+			// TIDs are not the loaded ones.
 			return errReload
 		}
+		// The stream's generation (if any) began before the snapshot,
+		// which saw another: a later one, whose rewrite (VACUUM FULL,
+		// CLUSTER) the stream has no row of yet. The loaded TIDs are
+		// the table's; the stream's rows of the earlier generation are
+		// all in the snapshot.
 		a = a.Clone()
 		a.Filenode, a.FilenodeFrom = loaded.Filenode, e.Coverage
 		if err := o.store.Put(a); err != nil {

@@ -219,9 +219,20 @@ func (p *decodeProcessor) preflight() {
 // identity is replicated by physical row identity. Temporary and unlogged
 // tables write no WAL: nothing is said about them.
 func (p *decodeProcessor) warnIdentity(d *desclog.Descriptor) {
-	if note, ok := identityNote(d); ok {
-		p.log.Info(note)
+	note, ok := identityNote(d)
+	if !ok {
+		return
 	}
+	p.identityMu.Lock()
+	defer p.identityMu.Unlock()
+	if p.identityNoted[d.Oid] == note {
+		return
+	}
+	if p.identityNoted == nil {
+		p.identityNoted = map[uint32]string{}
+	}
+	p.identityNoted[d.Oid] = note
+	p.log.Info(note)
 }
 
 // identityNote is warnIdentity's message for d, if it gets one.

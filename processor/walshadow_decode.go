@@ -164,6 +164,11 @@ type decodeProcessor struct {
 	m    *decodeMetrics
 	opts decode.TxOptions
 
+	// identityNoted: the identity note last logged per relation, so each
+	// is said once (not again at every schema event of the table).
+	identityMu    sync.Mutex
+	identityNoted map[uint32]string
+
 	// turn orders batches by (epoch, seq): changed is closed and replaced
 	// whenever it moves.
 	turnMu  sync.Mutex

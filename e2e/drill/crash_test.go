@@ -145,7 +145,7 @@ func TestCrashDrill(t *testing.T) {
 		schema := fmt.Sprintf("drill_%d", cycle)
 		d.src.Exec(t, fmt.Sprintf("CREATE SCHEMA %s; ALTER DATABASE postgres SET search_path TO %s, public", schema, schema))
 		opt := testrig.RandomLoadOptions{Seed: seed*1000 + int64(cycle), Tables: 11, Ops: crashRandomOps, Clients: 2,
-			DDL: true, TwoPhase: true, NoFarFutureTimestamps: true}
+			DDL: true, TwoPhase: true, NoFarFutureTimestamps: true, Keyless: true, TypeChanges: true, TempTables: true}
 		d.src.CreateRandomSchema(t, opt)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -153,6 +153,34 @@ func previewSQL(sql string) string {
 // Table reads what ClickHouse holds for t: whether it exists and its
 // columns in definition order.
 func (c *Conn) Table(ctx context.Context, t Target) (CHTable, error) {
+	for attempt := 1; ; attempt++ {
+		table, err := c.table(ctx, t)
+		if err == nil || attempt == catalogRaceAttempts || !catalogRace(err, t) {
+			return table, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return table, err
+		}
+	}
+}
+
+// catalogRaceAttempts bounds Table's retries of a catalog race.
+const catalogRaceAttempts = 5
+
+// catalogRace reports an error of reading system.tables or system.columns
+// that concerns another table: 18.16 walks every table of the database
+// and fails with UNKNOWN_TABLE (60) when one is dropped meanwhile. Asked
+// again, it answers.
+func catalogRace(err error, t Target) bool {
+	var exception *clickhousego.Exception
+	return errors.As(err, &exception) && exception.Code == 60 &&
+		!strings.Contains(exception.Message, QuoteIdent(t.Table)+" doesn't exist") &&
+		!strings.Contains(exception.Message, "."+t.Table+" doesn't exist")
+}
+
+func (c *Conn) table(ctx context.Context, t Target) (CHTable, error) {
 	var n uint64
 	err := c.native.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+QuoteString(t.Database)+
 		" AND name = "+QuoteString(t.Table)).Scan(&n)

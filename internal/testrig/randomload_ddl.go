@@ -119,7 +119,8 @@ func (c *rlClient) ddl(ctx context.Context, op string) error {
 		pick := candidates[c.r.Intn(len(candidates))]
 		col, ch := t.cols[pick.col], typeChanges[pick.change]
 		id := pgx.Identifier{col.name}.Sanitize()
-		sql = fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", t.name, id, ch.to)
+		// A default of the old type may not cast to the new one.
+		sql = fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT, ALTER COLUMN %s TYPE %s", t.name, id, id, ch.to)
 		if ch.using != "" {
 			sql += " USING " + fmt.Sprintf(ch.using, id)
 		}

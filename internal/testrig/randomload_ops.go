@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // rlClient is one connection of the random workload, with its own seeded
@@ -157,6 +158,12 @@ func (c *rlClient) classify(err error, sql string) error {
 	}
 	if code, ok := skippable(err); ok {
 		return errSkip{code}
+	}
+	// A value made for a column a concurrent ALTER COLUMN ... TYPE just
+	// narrowed: out of range, too long.
+	var pe *pgconn.PgError
+	if c.opt.TypeChanges && errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "22001") {
+		return errSkip{pe.Code}
 	}
 	return fmt.Errorf("%w\nstatement: %s", err, abbreviate(sql))
 }
