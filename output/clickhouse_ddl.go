@@ -452,6 +452,10 @@ type chOutput struct {
 	// broken: relations no table can be agreed on (markBroken), by oid,
 	// with the reason; their changes are not written.
 	broken map[uint32]string
+	// widened: per relation, the columns a value of which their mapped
+	// type could not hold, mapped to String from the next agreement on
+	// (widen.go).
+	widened map[uint32]map[string]string
 	// failedInBatch: relations that failed in the batch being written;
 	// their later rows in it are not written (their reload holds them).
 	failedInBatch map[uint32]bool

@@ -171,6 +171,11 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		o.states.set(name, stateFailed)
 		return fmt.Errorf("%s %s (%s.%s.%s is %s)", name, reason, FieldTables, name, fieldTOnError, OnErrorStop)
 	}
+	if !reshape {
+		if col, ok := o.widenFor(d, prev, cause); ok {
+			reason += fmt.Sprintf(" (its reload maps column %q to String, PostgreSQL's text form, which holds the value)", col)
+		}
+	}
 	delete(o.tables, oid) // its pending rows: in the reload
 	if o.loads.loading(oid) {
 		// Its load in progress starts over with a snapshot that sees the

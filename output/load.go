@@ -320,6 +320,11 @@ func (l *loader) runTable(run *loadRun, attempt func(ctx context.Context) error)
 			}
 			continue
 		}
+		if widened, werr := l.o.widenLoad(l.ctx, run.oid, err); werr != nil {
+			err = fmt.Errorf("%w; widening the column failed: %w", err, werr)
+		} else if widened {
+			continue // its delta table is new, the load starts over
+		}
 		l.m.failures.Incr(1, qualified(e.Schema, e.Table))
 		l.log.Errorf("initial load of %s.%s failed (attempt %d), retrying in %s: %v", e.Schema, e.Table, e.Attempt, backoff, err)
 		e.LastError = err.Error()

@@ -76,7 +76,7 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 		d, version = agreedDescriptor(prev, d), prev.ValidFrom
 	}
 	target := o.targetOf(d.Namespace, d.Name)
-	cfg := o.scope.config(d.Namespace, d.Name)
+	cfg := o.withWidened(d.Oid, o.scope.config(d.Namespace, d.Name))
 	if prev != nil {
 		target = prev.Target
 	} else if err := o.evictRetained(ctx, d, target); err != nil {

@@ -59,8 +59,19 @@ func wrapConvertError(spec ColumnSpec, v any, err error) error {
 	if spec.Name != "" {
 		msg = fmt.Sprintf("column %q: %s", spec.Name, msg)
 	}
-	return fmt.Errorf("%s: %w", msg, err)
+	return &ValueError{Column: spec.Name, Type: spec.Type.Type, msg: msg, err: err}
 }
+
+// ValueError is a value that column's ClickHouse type (Type, without
+// Nullable) cannot hold: ConvertValue refused it.
+type ValueError struct {
+	Column, Type string
+	msg          string
+	err          error
+}
+
+func (e *ValueError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *ValueError) Unwrap() error { return e.err }
 
 // maxPreviewBytes bounds the value shown in an error: a row can carry
 // megabytes of text.
