@@ -44,13 +44,14 @@ func (o *chOutput) widenFor(d *desclog.Descriptor, prev *clickhouse.Agreed, caus
 // widening is widenFor without recording: the column and its override.
 func (o *chOutput) widening(d *desclog.Descriptor, prev *clickhouse.Agreed, cause error) (column, override string, ok bool) {
 	var ve *clickhouse.ValueError
-	if !errors.As(cause, &ve) || ve.Column == "" || ve.Type == "String" || prev == nil || o.conn == nil {
-		return "", "", false
+	if !errors.As(cause, &ve) || ve.Null || ve.Column == "" || ve.Type == "String" || prev == nil || o.conn == nil {
+		return "", "", false // a NULL where none may be is no value String would hold better
 	}
 	var attnum int16
+	inKey := false
 	for _, m := range prev.Columns {
 		if m.Spec.Name == ve.Column {
-			attnum = m.Attnum
+			attnum, inKey = m.Attnum, m.Key
 		}
 	}
 	if attnum == 0 {
@@ -65,7 +66,7 @@ func (o *chOutput) widening(d *desclog.Descriptor, prev *clickhouse.Agreed, caus
 			return "", "", false
 		}
 		override = "Nullable(String)"
-		if c.NotNull {
+		if c.NotNull || inKey {
 			override = "String"
 		}
 		if _, _, err := clickhouse.OverrideColumn(o.conn.Dialect(), c, override); err != nil {

@@ -59,13 +59,15 @@ func wrapConvertError(spec ColumnSpec, v any, err error) error {
 	if spec.Name != "" {
 		msg = fmt.Sprintf("column %q: %s", spec.Name, msg)
 	}
-	return &ValueError{Column: spec.Name, Type: spec.Type.Type, msg: msg, err: err}
+	return &ValueError{Column: spec.Name, Type: spec.Type.Type, Null: v == nil, msg: msg, err: err}
 }
 
 // ValueError is a value that column's ClickHouse type (Type, without
-// Nullable) cannot hold: ConvertValue refused it.
+// Nullable) cannot hold: ConvertValue refused it. Null: the value is NULL
+// and the column not Nullable.
 type ValueError struct {
 	Column, Type string
+	Null         bool
 	msg          string
 	err          error
 }

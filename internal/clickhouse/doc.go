@@ -57,7 +57,10 @@
 // a Date column an override asks for holds 1970-01-01..2105-12-31);
 // ±infinity and BC values in Date32 and DateTime64; Int64 µs past
 // 294247-01-10; multi-dimensional arrays and arrays with a lower bound
-// other than 1.
+// other than 1. ConvertValue's refusal is a ValueError naming the column:
+// the output fails that table and reloads it with the column mapped to
+// String (PostgreSQL's text form, which holds every value), unless the
+// configuration gives the column a type.
 //
 // Dates on servers without Date32 are Int32 days since 1970-01-01: every
 // PostgreSQL date (4714-11-24 BC .. 5874897-12-31) fits, and -infinity and

@@ -149,7 +149,7 @@ SELECT c.oid, n.nspname, c.relname,
        ARRAY(SELECT a.attname::text FROM pg_index i
              CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-             WHERE i.indrelid = c.oid
+             WHERE i.indrelid = c.oid AND k.ord <= i.indnkeyatts
                AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
              ORDER BY k.ord)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -26,7 +26,11 @@ SELECT c.oid, d.oid,
        COALESCE((SELECT i.indexrelid FROM pg_catalog.pg_index i
                   WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
                   LIMIT 1), 0),
-       COALESCE((SELECT i.indkey::int2[]::text FROM pg_catalog.pg_index i
+       -- The key columns only: an index's INCLUDE columns follow its
+       -- indnkeyatts key columns in indkey, and may be NULL.
+       COALESCE((SELECT ARRAY(SELECT k.attnum FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+                              WHERE k.ord <= i.indnkeyatts ORDER BY k.ord)::int2[]::text
+                   FROM pg_catalog.pg_index i
                   WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
                   LIMIT 1), ''),
        a.attnum, a.attname, a.atttypid, a.atttypmod,

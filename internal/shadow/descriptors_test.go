@@ -41,6 +41,8 @@ ALTER TABLE full_ident REPLICA IDENTITY FULL;
 CREATE TABLE by_index (a int NOT NULL, b int NOT NULL, c text);
 CREATE UNIQUE INDEX by_index_ab ON by_index (b, a);
 ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_ab;
+CREATE TABLE covering (c1 int, c2 int, c3 int, c4 text);
+ALTER TABLE covering ADD CONSTRAINT covering_pk PRIMARY KEY (c2, c1) INCLUDE (c3, c4);
 CREATE TABLE parted (id int, v text) PARTITION BY RANGE (id);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 `)
@@ -76,6 +78,10 @@ CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 	}
 	if d := all[byName["public.by_index"]]; d.ReplIdent != 'i' || len(d.KeyAttnums) != 2 || d.KeyAttnums[0] != 2 || d.IdentityIndexOid == 0 {
 		t.Fatalf("by_index %+v", d)
+	}
+	// A key's INCLUDE columns are not part of it (they may be NULL).
+	if d := all[byName["public.covering"]]; len(d.KeyAttnums) != 2 || d.KeyAttnums[0] != 2 || d.KeyAttnums[1] != 1 {
+		t.Fatalf("covering: key %v, want [2 1] (its primary key without the INCLUDE columns)", d.KeyAttnums)
 	}
 	// A partitioned table has no storage: filenode 0.
 	if d := all[byName["public.parted"]]; d.Kind != 'p' || d.Rfn.RelNum != 0 || len(d.Columns) != 2 {
