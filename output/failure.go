@@ -237,6 +237,14 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 				return globalf("%w", derr)
 			}
 		}
+		if prev != nil && o.store.Get(oid) == nil {
+			// Its ClickHouse table stays this relation's (a DROP of it
+			// applies the drop_strategy, a new relation of its name
+			// moves it aside), not a table nobody knows.
+			if perr := o.store.Put(prev); perr != nil {
+				return globalf("%w", perr)
+			}
+		}
 		o.markBroken(d, err)
 		return nil
 	}

@@ -88,3 +88,24 @@ func TestTableFailureStop(t *testing.T) {
 		t.Errorf("a table with on_error stop was reloaded")
 	}
 }
+
+// TestBrokenTableKeepsItsTable: a table no ClickHouse table can be agreed
+// on any more (a column name ClickHouse cannot store) stops being written,
+// but its ClickHouse table stays its own: the DROP of it applies the
+// drop_strategy, and a new table of the same name, created in the DROP's
+// transaction, replicates.
+func TestBrokenTableKeepsItsTable(t *testing.T) {
+	r := newRig(t)
+	logs := &logLines{}
+	run := r.startLogged(t, "drop_strategy: drop\n", logs)
+	r.src.Exec(t, `CREATE TABLE bk (id int PRIMARY KEY, v int); INSERT INTO bk VALUES (1, 1)`)
+	r.waitCH(t, run, liveCountSQL("public", "bk"), "1", ddlWait)
+	r.src.Exec(t, "ALTER TABLE bk ADD COLUMN \"bad\nname\" int; INSERT INTO bk VALUES (2, 2, 2)")
+	logs.waitLog(t, "public.bk cannot be replicated", ddlWait)
+	// In one transaction: the new table's event comes before the drop's
+	// in the descriptor log (a drop takes effect at the commit).
+	r.src.Exec(t, `DROP TABLE bk; CREATE TABLE bk (a text, b int); INSERT INTO bk VALUES ('x', 1), ('x', 1), ('y', 2)`)
+	r.waitCH(t, run, liveCountSQL("public", "bk"), "3", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+}
