@@ -53,6 +53,11 @@ func TestClassifyRoutes(t *testing.T) {
 		{"HEAP_TRUNCATE naming a catalog", rb{rm: wal.RmgrHeap, info: wal.XLogHeapTruncate, main: le{}.u32(followedDB).u32(2).u8(0).pad(3).u32(16400).u32(2608)}.rec(), RouteShadow, ClassCatalog},
 		{"HEAP_TRUNCATE malformed", rb{rm: wal.RmgrHeap, info: wal.XLogHeapTruncate, main: le{}.u32(followedDB).u32(3)}.rec(), RouteShadow, ClassUnknown},
 		{"logical message", rb{rm: wal.RmgrLogicalMsg, xid: 700, main: []byte("hello")}.rec(), RouteNoop, ClassUser},
+		// The shadow holds no replayed AccessExclusiveLock: one of a catalog
+		// (VACUUM FULL pg_am) held while replay stands at a boundary would
+		// block every new connection to the database there.
+		{"STANDBY LOCK of a catalog", lockRec(0x1000028, 700, followedDB, 2601), RouteNoop, ClassSpecial},
+		{"STANDBY LOCK of a user table", lockRec(0x1000028, 700, followedDB, 16400), RouteNoop, ClassSpecial},
 	}
 	for _, special := range []wal.RmgrID{wal.RmgrCLOG, wal.RmgrTablespace, wal.RmgrMultiXact, wal.RmgrCommitTs, wal.RmgrReplOrigin} {
 		cases = append(cases, struct {

@@ -12,6 +12,7 @@
 //	special rmgr (XLOG, XACT, SMGR, CLOG, DBASE, TBLSPC,
 //	  MULTIXACT, RELMAP, STANDBY, COMMIT_TS, REPLORIGIN) ...... shadow
 //	    except XLOG_FPI / FPI_FOR_HINT with only user blocks .. noop
+//	    and STANDBY LOCK (read, then noop: see standbyRecord)
 //	any block on a catalog file ............................ shadow (whole record)
 //	blocks, all on user files .............................. noop
 //	no blocks: HEAP2_NEW_CID (locator @16), BTREE_REUSE_PAGE

@@ -178,6 +178,19 @@ func (f *Filter) relmapRecord(rec *wal.Record) (Decision, error) {
 
 // standbyRecord follows catalog locks and prunes state at RUNNING_XACTS.
 //
+// The shadow does not get STANDBY LOCK records (a NOOP instead). It reads
+// catalogs only, and only while its replay stands at a boundary (captures)
+// or between records (the bridge), never a user relation; but a replayed
+// AccessExclusiveLock is held by its startup process until the locking
+// transaction ends, which replay held at a boundary never reaches. A
+// VACUUM FULL pg_am or pg_class in progress at a boundary then blocks every
+// new connection to the followed database (relcache initialisation locks
+// those catalogs) and every catalog read: the capture, and after a
+// restart the bridge worker's own start, wait forever. Without the lock a
+// reader sees the catalog as of the boundary: a rewrite's new file is named
+// (pg_class row, relation map) only by its own transaction, and the old
+// file is unlinked only at that commit.
+//
 // Why locks: VACUUM FULL, CLUSTER and REINDEX of a catalog write the new
 // file (XLOG_FPI pages, heap and index inserts) before the pg_class update
 // or relmap update that names it, and for mapped indexes there is no
@@ -198,6 +211,7 @@ func (f *Filter) standbyRecord(rec *wal.Record) (Decision, error) {
 				f.trees.markRewrite(lk.XID)
 			}
 		}
+		return Decision{Route: RouteNoop, Class: ClassSpecial}, nil
 	case wal.XLogRunningXacts:
 		r := &f.scratch.running
 		if err := r.Decode(rec); err != nil {
