@@ -62,3 +62,20 @@ func TestKeylessByPhysicalIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestTableWithoutColumns: CREATE TABLE t () holds rows (INSERT DEFAULT
+// VALUES) that only their count and physical identity tell apart; they
+// replicate, deletes included, and so does a column added later.
+func TestTableWithoutColumns(t *testing.T) {
+	r := newRig(t)
+	r.src.Exec(t, `CREATE TABLE nc_before (); INSERT INTO nc_before DEFAULT VALUES; INSERT INTO nc_before DEFAULT VALUES`)
+	run := r.start(t, "")
+	r.src.Exec(t, `CREATE TABLE nc (); INSERT INTO nc DEFAULT VALUES; INSERT INTO nc DEFAULT VALUES; INSERT INTO nc DEFAULT VALUES;
+		DELETE FROM nc WHERE ctid = '(0,2)'; INSERT INTO nc_before DEFAULT VALUES`)
+	r.waitCH(t, run, liveCountSQL("public", "nc"), "2", ddlWait)
+	r.waitCH(t, run, liveCountSQL("public", "nc_before"), "3", ddlWait)
+	r.src.Exec(t, `ALTER TABLE nc ADD COLUMN a int; INSERT INTO nc VALUES (7)`)
+	r.waitCH(t, run, liveCountSQL("public", "nc"), "3", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+}

@@ -68,9 +68,6 @@ type row []*string
 // It reads FROM ONLY the source: inheritance children are tables of their
 // own.
 func Compare(ctx context.Context, pg *pgx.Conn, ch driver.Conn, t Table, maxDiffs int) ([]string, error) {
-	if len(t.Columns) == 0 {
-		return nil, fmt.Errorf("comparing %s with %s: no columns to compare", t.Source, clickhouse.QuoteQualified(t.Target))
-	}
 	keyIdx, err := keyIndexes(t)
 	if err != nil {
 		return nil, err
@@ -118,6 +115,15 @@ func readSource(ctx context.Context, pg *pgx.Conn, t Table) ([]row, error) {
 			return nil, fmt.Errorf("comparing %s: %s: %w", t.Source, s, err)
 		}
 	}
+	if len(t.Columns) == 0 {
+		// A table without columns (CREATE TABLE t ()): its rows are
+		// empty, only their number tells.
+		var n int64
+		if err := pg.QueryRow(ctx, "SELECT count(*) FROM ONLY "+t.Source).Scan(&n); err != nil {
+			return nil, fmt.Errorf("reading source table %s: %w", t.Source, err)
+		}
+		return make([]row, n), nil
+	}
 	exprs := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		exprs[i] = pgx.Identifier{c.Source.Name}.Sanitize()
@@ -148,6 +154,21 @@ func readSource(ctx context.Context, pg *pgx.Conn, t Table) ([]row, error) {
 
 func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error) {
 	target := clickhouse.QuoteQualified(t.Target)
+	if len(t.Columns) == 0 {
+		deleted := clickhouse.QuoteIdent(clickhouse.ColIsDeleted)
+		q := "SELECT toInt64(count()) FROM " + target + " FINAL WHERE " + deleted + " = 0"
+		if t.ChangeLog {
+			q = "SELECT toInt64(countIf(" + deleted + " = 0)) - toInt64(countIf(" + deleted + " = 1)) FROM " + target + " FINAL"
+		}
+		var n int64
+		if err := ch.QueryRow(ctx, q).Scan(&n); err != nil {
+			return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("reading ClickHouse table %s: %d more deleted images than inserted ones", target, -n)
+		}
+		return make([]row, n), nil
+	}
 	exprs := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		exprs[i] = clickhouse.QuoteIdent(c.Spec.Name)

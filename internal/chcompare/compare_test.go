@@ -289,3 +289,14 @@ func TestDiffRowsMultiset(t *testing.T) {
 		`s: row (a="10"): column "b" (ClickHouse "ch_b"): PostgreSQL "x", ClickHouse "y"`,
 	)
 }
+
+// TestRowsWithoutColumns: a table without columns compares by its number
+// of (empty) rows.
+func TestRowsWithoutColumns(t *testing.T) {
+	if d := diffRows(Table{Source: "s"}, nil, make([]row, 3), make([]row, 3), 10); len(d) != 0 {
+		t.Errorf("3 empty rows against 3: %v", d)
+	}
+	if d := diffRows(Table{Source: "s"}, nil, make([]row, 3), make([]row, 2), 10); len(d) != 1 {
+		t.Errorf("3 empty rows against 2: %v, want one row missing", d)
+	}
+}

@@ -33,15 +33,18 @@ SELECT c.oid, d.oid,
                    FROM pg_catalog.pg_index i
                   WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident))
                   LIMIT 1), ''),
-       a.attnum, a.attname, a.atttypid, a.atttypmod,
-       CASE WHEN a.attisdropped THEN '' ELSE pg_catalog.format_type(a.atttypid, a.atttypmod) END,
+       -- A relation without columns (CREATE TABLE t ()) has one row
+       -- here, attnum 0: it has a shape, and rows.
+       COALESCE(a.attnum, 0), COALESCE(a.attname, ''), COALESCE(a.atttypid, 0), COALESCE(a.atttypmod, -1),
+       CASE WHEN a.attisdropped OR a.attnum IS NULL THEN '' ELSE pg_catalog.format_type(a.atttypid, a.atttypmod) END,
        COALESCE(t.typtype::text, ''), COALESCE(t.typbasetype, 0), COALESCE(t.typelem, 0),
-       a.attnotnull, a.attisdropped, a.attbyval, a.attlen, a.attalign::text, a.attstorage::text,
-       a.atthasmissing, CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END
+       COALESCE(a.attnotnull, false), COALESCE(a.attisdropped, false), COALESCE(a.attbyval, false), COALESCE(a.attlen, 0),
+       COALESCE(a.attalign::text, ''), COALESCE(a.attstorage::text, ''),
+       COALESCE(a.atthasmissing, false), CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
 LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 WHERE c.oid >= 16384 AND c.relkind IN ('r', 'p', 'm', 't')
   AND ($1::oid[] IS NULL OR c.oid = ANY($1::oid[]))
@@ -90,6 +93,9 @@ func ReadDescriptors(ctx context.Context, conn *pgx.Conn, oids []uint32) ([]desc
 				Kind: firstByte(kind), Persistence: firstByte(persistence), ReplIdent: firstByte(replIdent),
 				ToastOid: toast, KeyAttnums: keys, IdentityIndexOid: identIdx,
 			})
+		}
+		if col.Num == 0 {
+			continue // no columns
 		}
 		d := &out[len(out)-1]
 		d.Columns = append(d.Columns, col)

@@ -43,6 +43,7 @@ CREATE UNIQUE INDEX by_index_ab ON by_index (b, a);
 ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_ab;
 CREATE TABLE covering (c1 int, c2 int, c3 int, c4 text);
 ALTER TABLE covering ADD CONSTRAINT covering_pk PRIMARY KEY (c2, c1) INCLUDE (c3, c4);
+CREATE TABLE no_columns ();
 CREATE TABLE parted (id int, v text) PARTITION BY RANGE (id);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 `)
@@ -82,6 +83,9 @@ CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 	// A key's INCLUDE columns are not part of it (they may be NULL).
 	if d := all[byName["public.covering"]]; len(d.KeyAttnums) != 2 || d.KeyAttnums[0] != 2 || d.KeyAttnums[1] != 1 {
 		t.Fatalf("covering: key %v, want [2 1] (its primary key without the INCLUDE columns)", d.KeyAttnums)
+	}
+	if i, ok := byName["public.no_columns"]; !ok || len(all[i].Columns) != 0 || all[i].Rfn.RelNum == 0 {
+		t.Fatalf("a table without columns: present %v, %+v", ok, all[i])
 	}
 	// A partitioned table has no storage: filenode 0.
 	if d := all[byName["public.parted"]]; d.Kind != 'p' || d.Rfn.RelNum != 0 || len(d.Columns) != 2 {
