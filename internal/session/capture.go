@@ -66,7 +66,9 @@ func (s *Session) seedDescLog(ctx context.Context, p *parts, start wal.LSN) erro
 		if err != nil {
 			return err
 		}
+		s.captureMu.Lock()
 		descs, err := s.readShadowDescriptors(ctx, p, nil)
+		s.captureMu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -90,14 +92,31 @@ func (s *Session) seedDescLog(ctx context.Context, p *parts, start wal.LSN) erro
 	}
 }
 
-// readShadowDescriptors reads shapes from the shadow's followed database.
+// readShadowDescriptors reads shapes from the shadow's followed database;
+// the caller holds captureMu.
 func (s *Session) readShadowDescriptors(ctx context.Context, p *parts, oids []uint32) ([]desclog.Descriptor, error) {
-	conn, err := p.shadow.Connect(ctx, p.followedDB)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the shadow: %w", err)
+	// The caller holds captureMu, which guards p.captureConn. A kept
+	// connection that fails is dropped and the read tried once on a new
+	// one (the shadow may have restarted under it).
+	for attempt := 0; ; attempt++ {
+		fresh := p.captureConn == nil || p.captureConn.IsClosed()
+		if fresh {
+			conn, err := p.shadow.Connect(ctx, p.followedDB)
+			if err != nil {
+				return nil, fmt.Errorf("connecting to the shadow: %w", err)
+			}
+			p.captureConn = conn
+		}
+		descs, err := shadow.ReadDescriptors(ctx, p.captureConn, oids)
+		if err == nil {
+			return descs, nil
+		}
+		_ = p.captureConn.Close(context.Background())
+		p.captureConn = nil
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	defer conn.Close(context.Background())
-	return shadow.ReadDescriptors(ctx, conn, oids)
 }
 
 // ErrShadowPastBoundary means the shadow replayed beyond a held boundary:

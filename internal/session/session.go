@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -113,10 +114,14 @@ type parts struct {
 	desclog    *desclog.Log
 	bridge     *shadow.Bridge
 	followedDB string
-	identity   source.Identity
-	segSize    uint32
-	boot       *shadow.BootstrapResult
-	reorder    *reorderer
+	// captureConn is the captures' connection to the shadow's followed
+	// database, kept between boundaries (a backend started per capture
+	// cost more than the capture), under the session's captureMu.
+	captureConn *pgx.Conn
+	identity    source.Identity
+	segSize     uint32
+	boot        *shadow.BootstrapResult
+	reorder     *reorderer
 }
 
 // New returns a session that starts on the first Start.
@@ -949,6 +954,13 @@ func (s *Session) stopLocked() {
 		defer cancel()
 		if p.stream != nil {
 			p.stream.Close(ctx)
+		}
+		if s.captureMu.TryLock() { // (a capture still running is ended by the shadow's stop)
+			if p.captureConn != nil {
+				_ = p.captureConn.Close(ctx)
+				p.captureConn = nil
+			}
+			s.captureMu.Unlock()
 		}
 		if p.shadow != nil {
 			if err := p.shadow.Stop(ctx); err != nil {
