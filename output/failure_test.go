@@ -102,8 +102,8 @@ func TestBrokenTableKeepsItsTable(t *testing.T) {
 	r.waitCH(t, run, liveCountSQL("public", "bk"), "1", ddlWait)
 	r.src.Exec(t, "ALTER TABLE bk ADD COLUMN \"bad\nname\" int; INSERT INTO bk VALUES (2, 2, 2)")
 	logs.waitLog(t, "public.bk cannot be replicated", ddlWait)
-	// In one transaction: the new table's event comes before the drop's
-	// in the descriptor log (a drop takes effect at the commit).
+	// In one transaction: the new table is valid from its creation, the
+	// drop from the commit; the descriptor log puts the drop first.
 	r.src.Exec(t, `DROP TABLE bk; CREATE TABLE bk (a text, b int); INSERT INTO bk VALUES ('x', 1), ('x', 1), ('y', 2)`)
 	r.waitCH(t, run, liveCountSQL("public", "bk"), "3", ddlWait)
 	run.stop(t)

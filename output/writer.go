@@ -167,7 +167,6 @@ func (o *chOutput) batchEpoch(batch service.MessageBatch) (newest uint64, stale 
 }
 
 func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) error {
-	batch = dropsFirst(batch)
 	var last time.Time
 	var prev *service.Message
 	var prevChange change

@@ -302,8 +302,22 @@ func (ix *index) eventsFor(b *Batch) []Event {
 		}
 		events = append(events, ev)
 	}
+	// By where each takes effect, except that the drop of a relation with
+	// no other event here comes first: seen from outside the transaction
+	// every event takes effect at its commit, and a drop takes effect
+	// there by its ValidFrom too, after the creation of a relation that
+	// may take the dropped one's name (DROP TABLE t; CREATE TABLE t ...).
+	perOid := make(map[uint32]int, len(events))
+	for _, ev := range events {
+		perOid[ev.Oid]++
+	}
+	loneDrop := func(ev Event) bool { return ev.Kind == EventDropped && perOid[ev.Oid] == 1 }
 	slices.SortStableFunc(events, func(x, y Event) int {
-		switch {
+		switch dx, dy := loneDrop(x), loneDrop(y); {
+		case dx && !dy:
+			return -1
+		case dy && !dx:
+			return 1
 		case x.ValidFrom < y.ValidFrom:
 			return -1
 		case x.ValidFrom > y.ValidFrom:

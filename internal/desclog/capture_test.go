@@ -302,6 +302,16 @@ func TestCaptureDropped(t *testing.T) {
 			t.Fatalf("events %+v", events)
 		}
 	})
+	t.Run("a drop before the creation of another relation in its transaction", func(t *testing.T) {
+		// DROP TABLE a; CREATE TABLE a: the new relation is valid from its
+		// creation, before the drop's commit, yet the drop comes first.
+		l := seededLog(t, a, toast, b, c)
+		n := table(16440, 16440, "a", col(1, "v", typText))
+		_, events := captureAppend(t, l, BoundaryInput{NextLSN: 0x3000, AffectedOids: []uint32{a.Oid, n.Oid}, FirstCatalogTouch: 0x2000}, n)
+		if len(events) != 2 || events[0].Kind != EventDropped || events[0].Oid != a.Oid || events[1].Kind != EventAdded || events[1].Oid != n.Oid || events[1].ValidFrom >= events[0].ValidFrom {
+			t.Fatalf("events %+v, want a's drop (at the commit) before n's creation (earlier)", events)
+		}
+	})
 	t.Run("capture all", func(t *testing.T) {
 		l := seededLog(t, a, toast, b, c)
 		batch, events := captureAppend(t, l, BoundaryInput{NextLSN: 0x3000, CaptureAll: true, FirstCatalogTouch: 0x2000}, a, toast, c)
