@@ -34,7 +34,7 @@ drop_strategy: drop
 	token := fmt.Sprintf("done-%d", seed)
 	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
 	r.waitCH(t, run, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token), "1", 3*time.Minute)
-	r.waitLoads(t, run, 3*time.Minute)
+	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
 	run.stop(t)
 	r.compareAll(t)
 }

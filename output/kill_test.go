@@ -74,7 +74,7 @@ func TestClickHouseKillRestartConverges(t *testing.T) {
 	// The last run in-process, to completion.
 	last := r.start(t, outputYAML)
 	r.waitCH(t, last, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token), "1", 3*time.Minute)
-	r.waitLoads(t, last, 3*time.Minute)
+	r.waitLoadsDone(t, last, nil, 0, 3*time.Minute)
 	last.stop(t)
 	r.compareAll(t)
 }

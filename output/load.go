@@ -438,31 +438,9 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 		return fmt.Errorf("%s.%s is agreed on %s, not on its load's delta table %s", e.Schema, e.Table,
 			clickhouse.QuoteQualified(a.Target), clickhouse.QuoteQualified(want))
 	}
-	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	stmts := []string{
-		clickhouse.DropTable(staging),
-		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
+	if err := l.makeStaging(ctx, e, a); err != nil {
+		return err
 	}
-	// Under the output's lock: a batch that fails or reshapes the table
-	// drops its delta table and agrees on a new one in one step, which
-	// the copy of its structure must not fall between.
-	l.o.mu.Lock()
-	now := l.o.store.Get(e.Oid)
-	if now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
-		l.o.mu.Unlock()
-		return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
-	}
-	for _, s := range stmts {
-		if l.o.conn == nil {
-			l.o.mu.Unlock()
-			return fmt.Errorf("the output is not connected")
-		}
-		if err := l.o.conn.Exec(ctx, s); err != nil {
-			l.o.mu.Unlock()
-			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
-		}
-	}
-	l.o.mu.Unlock()
 	l.mu.Lock()
 	l.dropFilterLocked(e.Oid) // a new attempt takes a new snapshot
 	l.mu.Unlock()
@@ -473,6 +451,32 @@ func (l *loader) prepareStaging(ctx context.Context, e *load.Entry, a *clickhous
 	e.StartedAt, e.FinishedAt = time.Now().UTC(), time.Time{}
 	e.LastError = ""
 	return l.ledger.Put(*e)
+}
+
+// makeStaging (re)creates e's staging table with the structure of its
+// delta table a.Target, under the output's lock: a batch that fails or
+// reshapes the table drops its delta table and agrees on a new one in one
+// step, which the copy of its structure must not fall between.
+func (l *loader) makeStaging(ctx context.Context, e *load.Entry, a *clickhouse.Agreed) error {
+	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
+	stmts := []string{
+		clickhouse.DropTable(staging),
+		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
+	}
+	l.o.mu.Lock()
+	defer l.o.mu.Unlock()
+	if now := l.o.store.Get(e.Oid); now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
+		return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
+	}
+	if l.o.conn == nil {
+		return fmt.Errorf("the output is not connected")
+	}
+	for _, s := range stmts {
+		if err := l.o.conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
+		}
+	}
+	return nil
 }
 
 // progressLogger logs a load's progress every few seconds until stop, and

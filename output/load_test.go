@@ -120,7 +120,10 @@ func (r *rig) assertNoLoadTables(t *testing.T) {
 	}
 }
 
-// waitLoadsDone waits until the ledger holds want loads, all done.
+// waitLoadsDone waits until the ledger holds at least want loads (0: any
+// number), all done: a table that failed, or changed in a way ClickHouse
+// cannot follow, is reloaded in the background and only its published
+// load is on ClickHouse. logs may be nil.
 func (r *rig) waitLoadsDone(t testing.TB, run *running, logs *logLines, want int, timeout time.Duration) []load.Entry {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -110,7 +110,7 @@ CREATE TABLE tr_log (id int8, v text, n int4); ALTER TABLE tr_log REPLICA IDENTI
 	t.Logf("%d rounds, %d tables truncated (seed %d)", rounds, truncates, seed)
 	r.src.Exec(t, "CREATE TABLE tr_marker (id int PRIMARY KEY); INSERT INTO tr_marker VALUES (1)")
 	r.waitCH(t, run, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0", chTable("public", "tr_marker")), "1", 3*time.Minute)
-	r.waitLoads(t, run, 3*time.Minute)
+	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
 	run.stop(t)
 	r.compareAll(t)
 }

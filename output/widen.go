@@ -82,6 +82,10 @@ func (o *chOutput) widening(d *desclog.Descriptor, prev *clickhouse.Agreed, caus
 // load starts over on a new delta table with the column as String) and
 // widenLoad reports true.
 func (o *chOutput) widenLoad(ctx context.Context, oid uint32, cause error) (bool, error) {
+	var ve *clickhouse.ValueError
+	if !errors.As(cause, &ve) {
+		return false, nil // (most load failures: no need to wait for the output's lock)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	a := o.store.Get(oid)

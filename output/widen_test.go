@@ -34,7 +34,7 @@ func TestUnrepresentableValueWidens(t *testing.T) {
 	r.src.Exec(t, `UPDATE wd_stream SET amount = 'NaN' WHERE id = 2; UPDATE wd_load SET amount = 'NaN' WHERE id = 3`)
 	r.waitCH(t, run, fmt.Sprintf("SELECT amount FROM %s FINAL WHERE _is_deleted = 0 AND id = 2", chTable("public", "wd_stream")), "NaN", ddlWait)
 	r.waitCH(t, run, fmt.Sprintf("SELECT amount FROM %s FINAL WHERE _is_deleted = 0 AND id = 3", chTable("public", "wd_load")), "NaN", ddlWait)
-	r.waitLoads(t, run, 2*time.Minute)
+	r.waitLoadsDone(t, run, logs, 0, 2*time.Minute)
 	run.stop(t)
 	r.compareAll(t)
 

@@ -98,25 +98,25 @@ func (s *Session) readShadowDescriptors(ctx context.Context, p *parts, oids []ui
 	// The caller holds captureMu, which guards p.captureConn. A kept
 	// connection that fails is dropped and the read tried once on a new
 	// one (the shadow may have restarted under it).
-	for attempt := 0; ; attempt++ {
-		fresh := p.captureConn == nil || p.captureConn.IsClosed()
-		if fresh {
-			conn, err := p.shadow.Connect(ctx, p.followedDB)
-			if err != nil {
-				return nil, fmt.Errorf("connecting to the shadow: %w", err)
-			}
-			p.captureConn = conn
+	if conn := p.captureConn; conn != nil && !conn.IsClosed() {
+		descs, err := shadow.ReadDescriptors(ctx, conn, oids)
+		if err == nil || ctx.Err() != nil {
+			return descs, err
 		}
-		descs, err := shadow.ReadDescriptors(ctx, p.captureConn, oids)
-		if err == nil {
-			return descs, nil
-		}
-		_ = p.captureConn.Close(context.Background())
-		p.captureConn = nil
-		if fresh || attempt > 0 || ctx.Err() != nil {
-			return nil, err
-		}
+		_ = conn.Close(context.Background())
 	}
+	p.captureConn = nil
+	conn, err := p.shadow.Connect(ctx, p.followedDB)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the shadow: %w", err)
+	}
+	descs, err := shadow.ReadDescriptors(ctx, conn, oids)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	p.captureConn = conn
+	return descs, nil
 }
 
 // ErrShadowPastBoundary means the shadow replayed beyond a held boundary:

@@ -439,8 +439,12 @@ func (c *rlClient) updateThenDelete(ctx context.Context, tables []*rlTable, oneT
 		if err := c.exec(ctx, update); err != nil {
 			return err
 		}
+		c.stats.Committed++ // the update's; run counts none once the count moved
+		if err := c.exec(ctx, del); err != nil {
+			return err
+		}
 		c.stats.Committed++
-		return c.exec(ctx, del)
+		return nil
 	}
 	if err := c.begin(ctx); err != nil {
 		return err
