@@ -2,10 +2,12 @@ package output_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 )
 
@@ -106,6 +108,56 @@ func TestBrokenTableKeepsItsTable(t *testing.T) {
 	// drop from the commit; the descriptor log puts the drop first.
 	r.src.Exec(t, `DROP TABLE bk; CREATE TABLE bk (a text, b int); INSERT INTO bk VALUES ('x', 1), ('x', 1), ('y', 2)`)
 	r.waitCH(t, run, liveCountSQL("public", "bk"), "3", ddlWait)
+	run.stop(t)
+	r.compareAll(t)
+}
+
+// TestReloadInterruptedBeforeAgreement: a reload records its load in the
+// ledger, then lets go of the table's agreement, then agrees on the
+// load's delta table. A crash after the first step (the crash drill found
+// it) left the load retrying forever ("agreed on the table, not on its
+// load's delta table"). The next start finishes the step: the table is
+// reloaded and ends equal to the source, rows moved meanwhile included.
+func TestReloadInterruptedBeforeAgreement(t *testing.T) {
+	r := newRig(t)
+	run := r.start(t, "drop_strategy: drop\n")
+	r.src.Exec(t, `CREATE TABLE ri (a int, b text); INSERT INTO ri SELECT g, 'v' || g FROM generate_series(1, 50) g`)
+	r.waitCH(t, run, liveCountSQL("public", "ri"), "50", ddlWait)
+	run.stop(t)
+
+	oid := uint32(r.src.QueryInt(t, "SELECT 'public.ri'::regclass::oid::int8"))
+	dir := filepath.Join(r.stateDir, "clickhouse")
+	st, err := clickhouse.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.Get(oid)
+	if a == nil {
+		t.Fatal("public.ri has no agreement")
+	}
+	ledger, err := load.OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What planReload has written when the crash comes.
+	tbl := a.Target.Table
+	if err := ledger.Put(load.Entry{Oid: oid, Schema: "public", Table: "ri", Mode: load.ModeCopy, Phase: load.PhaseLoading,
+		Database: a.Target.Database, Target: tbl, Staging: fmt.Sprintf("%s__wsload_%d", tbl, oid), Old: fmt.Sprintf("%s__wsstale_%d", tbl, oid),
+		StaleDatabase: a.Target.Database, Stale: tbl, Reason: "changed at 0/0: the test's interrupted reload"}); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile every row moves, some change, some go.
+	r.src.Exec(t, `UPDATE ri SET b = b || 'x' WHERE a % 2 = 0`)
+	r.src.Exec(t, `VACUUM FULL ri`)
+	r.src.Exec(t, `DELETE FROM ri WHERE a > 45`)
+
+	logs := &logLines{}
+	run = r.startLogged(t, "drop_strategy: drop\n", logs)
+	r.waitLoadsDone(t, run, logs, 1, 2*time.Minute)
+	r.waitCH(t, run, liveCountSQL("public", "ri"), "45", ddlWait)
+	if strings.Contains(logs.String(), "not on its load's delta table") {
+		t.Errorf("the interrupted reload was retried against the old agreement:\n%s", tail(logs.String(), 3000))
+	}
 	run.stop(t)
 	r.compareAll(t)
 }

@@ -192,8 +192,10 @@ func (l *loader) resume(ctx context.Context) error {
 			continue
 		}
 		a := l.o.store.Get(e.Oid)
-		if a == nil || a.Dropped {
-			// Dropped before its load finished: nothing to publish.
+		if a == nil || a.Dropped || l.o.interruptedReload(a) {
+			// Dropped before its load finished: nothing to publish. (Or a
+			// reload interrupted before its agreement moved, of a relation
+			// reconcileAll no longer follows: its table stays as agreed.)
 			if err := l.discard(ctx, e); err != nil {
 				return err
 			}

@@ -361,7 +361,18 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
 		}
-		if prev := o.store.Get(d.Oid); prev == nil || prev.Left {
+		prev := o.store.Get(d.Oid)
+		if o.interruptedReload(prev) {
+			// A reload planned before a crash recorded its load but had
+			// not yet let go of the table's agreement: that step now (the
+			// load's entry names the old table, dropped at its publish).
+			if err := o.store.Delete(d.Oid); err != nil {
+				return globalf("%w", err)
+			}
+			delete(o.tables, d.Oid)
+			prev = nil
+		}
+		if prev == nil || prev.Left {
 			// Never written by this output, or no longer followed: its
 			// rows are loaded (recorded before the agreement, so a crash
 			// in between still loads it).
@@ -400,6 +411,22 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		o.log.Warnf("%s.%s is configured but is not a table of the source (yet)", FieldTables, name)
 	}
 	return nil
+}
+
+// interruptedReload: a is a relation's agreement on a table other than the
+// delta table of the load the ledger has in progress for it. planReload
+// records the load, then drops the agreement, then agrees on the delta
+// table; a crash after the first step leaves this.
+func (o *chOutput) interruptedReload(a *clickhouse.Agreed) bool {
+	if a == nil || a.Dropped || a.Left {
+		return false
+	}
+	e, ok := o.loads.ledger.Get(a.Oid)
+	if !ok || e.Phase != load.PhaseLoading {
+		return false
+	}
+	delta, _ := o.loads.deltaTarget(a.Oid)
+	return a.Target != delta
 }
 
 // waitDescLog waits for the session (started by the input) to open its
