@@ -357,11 +357,14 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			continue
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
-		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, at)
+		prev := o.store.Get(d.Oid)
+		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, o.startShapeAt(prev, at))
+		if l.Result != desclog.Present || l.Desc == nil {
+			l = log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, at)
+		}
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
 		}
-		prev := o.store.Get(d.Oid)
 		if o.interruptedReload(prev) {
 			// A reload planned before a crash recorded its load but had
 			// not yet let go of the table's agreement: that step now (the
@@ -411,6 +414,22 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		o.log.Warnf("%s.%s is configured but is not a table of the source (yet)", FieldTables, name)
 	}
 	return nil
+}
+
+// startShapeAt is the position whose shape a start agrees on for a
+// relation with agreement prev: the newest captured (at) for one this
+// output never wrote (or no longer follows: it is loaded afresh); for the
+// others the shape of the rows ClickHouse holds: at the output's written
+// position, or the agreement's own version when that is newer. The stream
+// replays every schema event after the written position, each applied at
+// its own shape: agreed at a newer shape here, a column added with a
+// DEFAULT and materialised by a later rewrite (no missing value any more)
+// was added without it, and the rows before it read NULL.
+func (o *chOutput) startShapeAt(prev *clickhouse.Agreed, at wal.LSN) wal.LSN {
+	if prev == nil || prev.Left || prev.Dropped {
+		return at
+	}
+	return min(at, max(o.writtenBefore, prev.ValidFrom))
 }
 
 // interruptedReload: a is a relation's agreement on a table other than the
