@@ -126,21 +126,61 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	if stale {
 		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
 	}
-	o.deferred = o.deferred[:0]
-	clear(o.failedInBatch)
-	err := o.writeBatch(ctx, batch)
-	if err == nil && len(o.deferred) > 0 {
-		o.loads.addDeferred(o.deferred)
-	}
-	o.deferred = nil
-	if err != nil {
-		o.fenced = max(o.fenced, epoch)
+	wait := time.Duration(0)
+	for attempt := 1; ; attempt++ {
+		o.deferred = o.deferred[:0]
+		clear(o.failedInBatch)
+		err := o.writeBatch(ctx, batch)
+		if err == nil && len(o.deferred) > 0 {
+			o.loads.addDeferred(o.deferred)
+		}
+		o.deferred = nil
+		if err == nil {
+			if attempt > 1 {
+				o.log.Infof("ClickHouse is back: the batch that waited for it is written (attempt %d)", attempt)
+			}
+			return nil
+		}
 		// Nothing of this batch is acknowledged: drop what is pending and
 		// rebuild table state from the durable agreements on the next try.
 		o.tables = map[uint32]*tableState{}
-		return err
+		if !o.unavailable(ctx, err) || !o.sess.Live(epoch) {
+			o.fenced = max(o.fenced, epoch)
+			return err
+		}
+		// ClickHouse is away: the batch waits here and is written again
+		// whole (every write is replay-safe), as long as it takes. The
+		// session does not restart: the spool keeps the WAL meanwhile.
+		wait = min(max(2*wait, unavailableFirst), unavailableMax)
+		if wait < unavailableMax || attempt%10 == 0 {
+			o.log.Warnf("ClickHouse is unavailable (attempt %d): the batch waits and is written again in %s (the session goes on spooling the source's WAL): %v", attempt, wait, err)
+		}
+		o.m.retries.Incr(1)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			o.fenced = max(o.fenced, epoch)
+			return fmt.Errorf("%w (while waiting for ClickHouse: %v)", ctx.Err(), err)
+		case <-timer.C:
+		}
 	}
-	return nil
+}
+
+// While ClickHouse is unavailable a batch is written again after a wait
+// from unavailableFirst doubling to unavailableMax.
+const (
+	unavailableFirst = time.Second
+	unavailableMax   = 5 * time.Second
+)
+
+// unavailable tells a batch that failed because ClickHouse could not be
+// reached (or did not answer within the insert budget) from one it refused.
+func (o *chOutput) unavailable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	return clickhouse.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // batchEpoch is the newest session run among the batch's messages (0: not
