@@ -31,6 +31,9 @@ const (
 	FieldRetention       = "archive_retention_bytes"
 	FieldSlowThreshold   = "walsender_slow_threshold_bytes"
 	FieldXactBuffer      = "transaction_buffer_bytes"
+	FieldSpool           = "spool"
+	FieldSpoolRelease    = "release_slot"
+	FieldSpoolMaxBytes   = "max_bytes"
 
 	// FieldSession is how components name the session they belong to.
 	FieldSession = "session"
@@ -52,7 +55,21 @@ type Session struct {
 	RetentionBytes  int64
 	SlowThreshold   int64
 	XactBufferBytes int64
+	// SpoolRelease is what the slot may release: ReleaseDelivered or
+	// ReleaseSpooled.
+	SpoolRelease  string
+	SpoolMaxBytes int64
 }
+
+// What the source's slot may release (spool.release_slot).
+const (
+	// ReleaseDelivered: the slot keeps WAL until ClickHouse acknowledged it
+	// (a lost state directory can still be rebuilt from the source).
+	ReleaseDelivered = "delivered"
+	// ReleaseSpooled: the slot advances once WAL is durable in the spool, so
+	// a slow or absent destination never costs the source disk.
+	ReleaseSpooled = "spooled"
+)
 
 // SessionSpec is the config spec of the walshadow resource.
 func SessionSpec() *service.ConfigSpec {
@@ -101,7 +118,7 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 					Default("").Example("./pgext"),
 			).Description("The catalog-only shadow standby."),
 			service.NewDurationField(FieldHoldTimeout).
-				Description("Longest a catalog boundary may hold publication while the shadow applies it. Must be below the source's wal_sender_timeout.").
+				Description("Longest the shadow may take to apply a catalog boundary and the session to capture its shapes. Downstream backpressure does not count against it (the pump reads the spool at its own pace).").
 				Default("30s").Advanced(),
 			service.NewDurationField(FieldStatusInterval).
 				Description("How often standby status (write/flush/apply positions) is sent to the source.").
@@ -118,6 +135,14 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 			service.NewIntField(FieldXactBuffer).
 				Description("Memory for row changes of transactions still open on the source. Past it the transaction holding the most is spilled to `state_dir/spill` (CRC-framed scratch files, removed at start and as transactions end). Like PostgreSQL's logical_decoding_work_mem.").
 				Default(64<<20).Advanced(),
+			service.NewObjectField(FieldSpool,
+				service.NewStringEnumField(FieldSpoolRelease, ReleaseDelivered, ReleaseSpooled).
+					Description("What the source's replication slot may release. `delivered`: WAL the destination has not acknowledged stays on the source (a slow destination grows the source's pg_wal). `spooled`: the slot advances as soon as WAL is durable in `state_dir/spool`, so a slow or absent destination costs the source no disk; the spool then is the only copy of that WAL.").
+					Default(ReleaseDelivered),
+				service.NewIntField(FieldSpoolMaxBytes).
+					Description("Most WAL the spool holds, in bytes. When full the replication connection stops reading (the slot then holds WAL on the source) until the readers catch up; status and the walshadow_spool_full metric say so.").
+					Default(10<<30).Advanced(),
+			).Description("The spool: the source's WAL as received, fsynced under `state_dir/spool` before it counts. The replication connection only appends to it; the shadow feed, the decoder and the destination read it at their own pace, and a restart resumes from it."),
 		)
 	// Rules sit on the fields: a custom resource's spec-level lint rule is
 	// not applied by benthos.
@@ -159,10 +184,21 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 		s.XactBufferBytes = int64(n)
 		return
 	})
+	get(func() (e error) { s.SpoolRelease, e = conf.FieldString(FieldSpool, FieldSpoolRelease); return })
+	get(func() (e error) {
+		var n int
+		n, e = conf.FieldInt(FieldSpool, FieldSpoolMaxBytes)
+		s.SpoolMaxBytes = int64(n)
+		return
+	})
 	if err != nil {
 		return s, err
 	}
 	switch {
+	case s.SpoolRelease != ReleaseDelivered && s.SpoolRelease != ReleaseSpooled:
+		return s, fmt.Errorf("%s.%s: %q: want %s or %s", FieldSpool, FieldSpoolRelease, s.SpoolRelease, ReleaseDelivered, ReleaseSpooled)
+	case s.SpoolMaxBytes < 64<<20:
+		return s, fmt.Errorf("%s.%s: %d is below the 64 MiB minimum", FieldSpool, FieldSpoolMaxBytes, s.SpoolMaxBytes)
 	case s.SourceDSN == "":
 		return s, fmt.Errorf("%s: empty; it must name the source PostgreSQL", FieldSourceDSN)
 	case s.StateDir == "":

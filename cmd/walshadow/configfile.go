@@ -15,6 +15,9 @@ type pipelineSession struct {
 	SourceDSN string
 	StateDir  string
 	SlotName  string
+	// The spool's settings (release_slot, max_bytes).
+	SpoolRelease  string
+	SpoolMaxBytes int64
 }
 
 // readPipelineSession reads the walshadow resource of the pipeline config
@@ -57,12 +60,18 @@ func readPipelineSession(path, label string) (pipelineSession, error) {
 			{&s.SourceDSN, []string{config.FieldSourceDSN}},
 			{&s.StateDir, []string{config.FieldStateDir}},
 			{&s.SlotName, []string{config.FieldSlot, config.FieldSlotName}},
+			{&s.SpoolRelease, []string{config.FieldSpool, config.FieldSpoolRelease}},
 		}
 		for _, f := range fields {
 			if *f.dst, err = r.FieldString(f.path...); err != nil {
 				return s, fmt.Errorf("%s: %s resource %q: %w", path, config.ResourceType, l, err)
 			}
 		}
+		n, err := r.FieldInt(config.FieldSpool, config.FieldSpoolMaxBytes)
+		if err != nil {
+			return s, fmt.Errorf("%s: %s resource %q: %w", path, config.ResourceType, l, err)
+		}
+		s.SpoolMaxBytes = int64(n)
 		return s, nil
 	}
 	switch {

@@ -23,6 +23,7 @@ import (
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
+	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -48,6 +49,10 @@ type statusTarget struct {
 	SlotName string
 	// ClickHouseStateDir holds written.json; "" means StateDir/clickhouse.
 	ClickHouseStateDir string
+	// SpoolMaxBytes and SpoolRelease are the session's spool settings (0,
+	// "": not known, no config given).
+	SpoolMaxBytes int64
+	SpoolRelease  string
 }
 
 func statusCommand() *cli.Command {
@@ -110,7 +115,8 @@ func statusTargetOf(c *cli.Context) (statusTarget, error) {
 		if err != nil {
 			return t, err
 		}
-		t = statusTarget{StateDir: ps.StateDir, SourceDSN: ps.SourceDSN, SlotName: ps.SlotName}
+		t = statusTarget{StateDir: ps.StateDir, SourceDSN: ps.SourceDSN, SlotName: ps.SlotName,
+			SpoolMaxBytes: ps.SpoolMaxBytes, SpoolRelease: ps.SpoolRelease}
 	default:
 		return t, fmt.Errorf("give one pipeline config, not %d arguments", c.NArg())
 	}
@@ -154,6 +160,12 @@ type statusReport struct {
 	// (they left the output's scope).
 	left    []*clickhouse.Agreed
 	leftErr error
+
+	spool        spool.State
+	spoolFound   bool
+	spoolErr     error
+	spoolMax     int64
+	spoolRelease string
 }
 
 type shadowStatus struct {
@@ -195,8 +207,9 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 	if m == nil {
 		return nil, fmt.Errorf("%s holds no %s: the session has not started yet (or state_dir names another directory)", t.StateDir, session.ManifestFile)
 	}
-	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m}
+	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m, spoolMax: t.SpoolMaxBytes, spoolRelease: t.SpoolRelease}
 	rep.shadow = readShadowStatus(filepath.Join(t.StateDir, "shadow"))
+	rep.spool, rep.spoolFound, rep.spoolErr = spool.ReadState(filepath.Join(t.StateDir, "spool"))
 	chDir := t.ClickHouseStateDir
 	if chDir == "" {
 		chDir = filepath.Join(t.StateDir, "clickhouse")
@@ -431,6 +444,22 @@ func (r *statusReport) write(out io.Writer) error {
 		fmt.Fprintf(w, "clickhouse written\t-\tno %s (no clickhouse_ddl output, or nothing written yet)\n", r.writtenPath)
 	default:
 		fmt.Fprintf(w, "clickhouse written\t%s\tupdated %s (%s)\n", r.written, ago(r.now, r.writtenAt), r.writtenPath)
+	}
+	switch {
+	case r.spoolErr != nil:
+		fmt.Fprintf(w, "spool\t?\t%v\n", r.spoolErr)
+	case r.spoolFound:
+		detail := fmt.Sprintf("from %s: %d segment files, %s", r.spool.Start, r.spool.Segments, byteSize(r.spool.Bytes))
+		if r.spoolMax > 0 {
+			detail += fmt.Sprintf(" of max_bytes %s", byteSize(r.spoolMax))
+			if r.spool.Bytes >= r.spoolMax {
+				detail += ": FULL, the replication connection is not reading (the source's slot holds the WAL) until the pipeline catches up"
+			}
+		}
+		if r.spoolRelease != "" {
+			detail += "; release_slot " + r.spoolRelease
+		}
+		fmt.Fprintf(w, "spooled (durable)\t%s\t%s\n", r.spool.End, detail)
 	}
 	if s := r.src; s != nil && s.err == nil {
 		fmt.Fprintf(w, "source WAL\t%s\tnow\n", s.wal)

@@ -16,6 +16,7 @@ import (
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -125,6 +126,21 @@ func TestStatusReport(t *testing.T) {
 		}
 	}
 
+	sp, err := spool.Open(filepath.Join(stateDir, "spool"), 1, 16<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Reset(mustLSN(t, "0/5000000")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Append(mustLSN(t, "0/5000000"), make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+
 	out, msg, code := runStatusCLI(t, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
@@ -141,6 +157,7 @@ func TestStatusReport(t *testing.T) {
 		line(`delivered\s+%s\s+updated [2-9] s ago`, m.Delivered),
 		line(`floor\s+%s\s+updated [2-9] s ago`, m.Floor),
 		line(`restart\s+%s\s+updated [2-9] s ago`, m.Restart),
+		line(`spooled \(durable\)\s+%s\s+from %s: 1 segment files, 1000 B`, mustLSN(t, "0/50003E8"), mustLSN(t, "0/5000000")),
 		line(`clickhouse written\s+%s\s+updated \d+ s ago \(%s\)`, mustLSN(t, "0/5A3E000"), regexp.QuoteMeta(filepath.Join(chDir, "written.json"))),
 		// 0x5A3F1C8 - 0x5A3F0B0, - 0x5A3E9E0 and - 0x5A3E000.
 		line(`received → shadow replay\s+280 B`),
@@ -405,7 +422,8 @@ output:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (pipelineSession{Label: "b", SourceDSN: "postgres://u@db-b/app", StateDir: stateDir, SlotName: "slot_b"}); ps != want {
+	if want := (pipelineSession{Label: "b", SourceDSN: "postgres://u@db-b/app", StateDir: stateDir, SlotName: "slot_b",
+		SpoolRelease: "delivered", SpoolMaxBytes: 10 << 30}); ps != want {
 		t.Errorf("resource b: %+v, want %+v", ps, want)
 	}
 	ps, err = readPipelineSession(two, "a")

@@ -33,6 +33,8 @@ const (
 	killDelay   killKind = iota // SIGKILL at a random moment of the load
 	killCapture                 // the child kills itself after the N-th capture
 	killSpill                   // the child kills itself after the N-th spill
+	killAppend                  // after the N-th append to the spool, before its sync
+	killTrim                    // after the N-th trim of the spool, before its new start is recorded
 )
 
 // killPlan is one cycle's kill.
@@ -48,18 +50,26 @@ func (k killPlan) String() string {
 		return fmt.Sprintf("capture:%d", k.n)
 	case killSpill:
 		return fmt.Sprintf("spill:%d", k.n)
+	case killAppend:
+		return fmt.Sprintf("append:%d", k.n)
+	case killTrim:
+		return fmt.Sprintf("trim:%d", k.n)
 	}
 	return fmt.Sprintf("after %v", k.delay)
 }
 
 func drawKill(rng *rand.Rand) killPlan {
-	switch x := rng.Intn(10); {
-	case x < 4:
+	switch x := rng.Intn(20); {
+	case x < 6:
 		return killPlan{kind: killDelay, delay: time.Duration(200+rng.Intn(crashLoadSeconds*1000)) * time.Millisecond}
-	case x < 7:
+	case x < 11:
 		return killPlan{kind: killCapture, n: 1 + rng.Intn(4)}
-	default:
+	case x < 15:
 		return killPlan{kind: killSpill, n: 1 + rng.Intn(2)}
+	case x < 17:
+		return killPlan{kind: killAppend, n: 1 + rng.Intn(300)}
+	default:
+		return killPlan{kind: killTrim, n: 1}
 	}
 }
 
@@ -67,8 +77,10 @@ func drawKill(rng *rand.Rand) killPlan {
 // clients), the randomized DDL/DML workload and big spilling transactions
 // run: first while the shadow's BASE_BACKUP is under way, then each cycle
 // at a moment the seed picks: a random time, right after a catalog
-// boundary's capture (before its batch reaches ClickHouse), or right
-// after a transaction spilled. After each kill a fresh run catches up in a
+// boundary's capture (before its batch reaches ClickHouse), right after a
+// transaction spilled, right after WAL was appended to the spool (before
+// its sync), or right after the spool was trimmed (before its new start
+// was recorded). After each kill a fresh run catches up in a
 // quiet period and every table must equal the source (count, exact sums,
 // md5 of the canonical rows); the shadow is never bootstrapped again.
 func TestCrashDrill(t *testing.T) {
@@ -211,7 +223,7 @@ func TestCrashDrill(t *testing.T) {
 		if err != nil || !bytes.Equal(now, marker) {
 			t.Fatalf("cycle %d: the shadow's bootstrap marker changed (err %v):\nbefore %s\nnow    %s", cycle, err, marker, now)
 		}
-		for _, r := range d.runs[bootRun+1:] {
+		for _, r := range d.Runs[bootRun+1:] {
 			if strings.Contains(r.Log(), logBootstrapped) {
 				t.Fatalf("cycle %d: run %d bootstrapped the shadow again (%s)", cycle, r.Run, r.LogPath)
 			}
@@ -221,7 +233,7 @@ func TestCrashDrill(t *testing.T) {
 	}
 	c.Kill()
 	t.Logf("%d cycles, %d runs, %d kills at a hook point, %d hook points not reached, %d big transactions, %v",
-		cycles, len(d.runs), hookKills, missedHooks, bigTx, time.Since(started).Round(time.Second))
+		cycles, len(d.Runs), hookKills, missedHooks, bigTx, time.Since(started).Round(time.Second))
 	if hookKills == 0 {
 		t.Errorf("no run died at a capture or spill hook (seed %d): is session.Hooks still called?", seed)
 	}

@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 	// Only a child run by testrig.StartChild has the kill point set.
 	session.Hooks.AfterCapture = testrig.ChildKillHook("capture")
 	session.Hooks.AfterSpill = testrig.ChildKillHook("spill")
+	session.Hooks.AfterSpoolAppend = testrig.ChildKillHook("append")
+	session.Hooks.AfterSpoolTrim = testrig.ChildKillHook("trim")
 	testrig.RunChildIfRequested()
 	os.Exit(m.Run())
 }
@@ -54,13 +56,11 @@ const chDatabase = "walshadow_drill"
 
 // drill is one drill's servers, state directory and child runs.
 type drill struct {
+	*testrig.ChildRuns
 	src       *testrig.Postgres
 	ch        *testrig.ClickHouse
 	stateDir  string
-	workDir   string // pipeline.yaml and the run logs
-	config    string
 	slot      string
-	runs      []*testrig.Child
 	markerSeq int
 }
 
@@ -71,31 +71,11 @@ func newDrill(t *testing.T, outputYAML string, sessionYAML string) *drill {
 	src := testrig.StartPostgres(t, testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
 	d := &drill{src: src, ch: testrig.StartClickHouse(t), stateDir: testrig.NewStateDir(t, src), slot: "walshadow_drill"}
 	bridgeDir := testrig.BuildPgext(t, src.BinDir())
-	workDir, err := os.MkdirTemp("", "walshadow-drill-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.workDir = workDir
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kept the pipeline config and the run logs in %s", workDir)
-			if n := len(d.runs); n > 0 {
-				last := d.runs[n-1]
-				t.Logf("last 60 lines of %s:\n%s", last.LogPath, last.LogTail(60))
-			}
-			return
-		}
-		os.RemoveAll(workDir)
-	})
-	yaml := testrig.Pipeline{
+	d.ChildRuns = testrig.NewChildRuns(t, "walshadow-drill-", testrig.Pipeline{
 		Source: src, StateDir: d.stateDir, Slot: d.slot, ShadowPort: testrig.FreePort(t), BridgeDir: bridgeDir,
 		LogLevel: "info", LogFormat: "logfmt", Session: sessionYAML,
 		Output: testrig.ClickHouseOutput(d.dsn(), chDatabase, outputYAML),
-	}.YAML()
-	d.config = filepath.Join(workDir, "pipeline.yaml")
-	if err := os.WriteFile(d.config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	}.YAML())
 	return d
 }
 
@@ -105,9 +85,7 @@ func (d *drill) dsn() string { return "clickhouse://default:@" + d.ch.NativeAddr
 // start starts the next child run; extraEnv goes to its environment.
 func (d *drill) start(t *testing.T, extraEnv ...string) *testrig.Child {
 	t.Helper()
-	c := testrig.StartChild(t, d.workDir, d.config, len(d.runs), extraEnv...)
-	d.runs = append(d.runs, c)
-	return c
+	return d.Start(t, extraEnv...)
 }
 
 // bootstrapMarker is the file the shadow's bootstrap writes last.

@@ -12,4 +12,10 @@ var Hooks struct {
 	// transaction to disk (the transaction is still open or not yet
 	// emitted).
 	AfterSpill func()
+	// AfterSpoolAppend runs once received WAL is appended to the spool,
+	// before it is synced.
+	AfterSpoolAppend func()
+	// AfterSpoolTrim runs once the spool removed segments, before it
+	// recorded its new start.
+	AfterSpoolTrim func()
 }

@@ -25,6 +25,9 @@ type sessionMetrics struct {
 	xactOtherDB, xactSkippedDelivered      *service.MetricCounter
 	lastXact                               xactSnapshot
 
+	// The spool: its size, and how far the pump reads behind its end.
+	spoolBytes, spoolSegments, spoolReaderLag, spoolFull *service.MetricGauge
+
 	last         PumpStats
 	lastRestarts int64
 }
@@ -57,6 +60,11 @@ func newSessionMetrics(m *service.Metrics) *sessionMetrics {
 		xactAborted:          m.NewCounter("walshadow_xact_aborted_total"),
 		xactOtherDB:          m.NewCounter("walshadow_xact_other_database_records_total"),
 		xactSkippedDelivered: m.NewCounter("walshadow_xact_skipped_delivered_total"),
+
+		spoolBytes:     m.NewGauge("walshadow_spool_bytes"),
+		spoolSegments:  m.NewGauge("walshadow_spool_segments"),
+		spoolReaderLag: m.NewGauge("walshadow_spool_reader_lag_bytes", "reader"),
+		spoolFull:      m.NewGauge("walshadow_spool_full"),
 	}
 }
 
@@ -119,4 +127,21 @@ func (sm *sessionMetrics) observeLag(bytes int64, seconds float64) {
 func (sm *sessionMetrics) observeDeliveryLag(bytes int64, seconds float64) {
 	sm.deliveryLagBytes.Set(bytes)
 	sm.deliveryLagSeconds.SetFloat64(seconds)
+}
+
+// observeSpool publishes the spool's size and the pump's lag behind its
+// end (the pump is the spool's one reader: the shadow and the decoder are
+// fed through it).
+func (sm *sessionMetrics) observeSpool(bytes int64, segments int, pumpLag wal.LSN, full bool) {
+	if sm.spoolBytes == nil {
+		return
+	}
+	sm.spoolBytes.Set(bytes)
+	sm.spoolSegments.Set(int64(segments))
+	sm.spoolReaderLag.Set(int64(pumpLag), "pump")
+	f := int64(0)
+	if full {
+		f = 1
+	}
+	sm.spoolFull.Set(f)
 }

@@ -112,9 +112,10 @@ type PumpConfig struct {
 	SegmentSize uint32
 	// MaxBatchRecords seals a batch at this many records (default 1024).
 	MaxBatchRecords int
-	// HoldTimeout bounds each boundary hold: the shadow must apply the
-	// boundary and the batch be released within it. Keep it below the
-	// source's wal_sender_timeout.
+	// HoldTimeout bounds each boundary hold once its batch is handed over:
+	// the shadow must apply the boundary, the capture run and the batch be
+	// released within it. Handing the batch to a slow processor does not
+	// count.
 	HoldTimeout time.Duration
 	// Capture, when set, runs inside each hold once the shadow has applied
 	// the boundary exactly: the session captures the changed shapes into the
@@ -158,6 +159,25 @@ type Pump struct {
 	batch     *Batch
 	noopBuf   []byte
 	stats     PumpStats
+
+	// snap is what other goroutines read (Stats, Decided, NextByte): the
+	// pump runs on its own, reading the spool, while the session's receive
+	// loop reports positions. Refreshed after each Feed and before the pump
+	// blocks; a stale value is lower, never ahead.
+	snapMu sync.Mutex
+	snap   pumpSnap
+}
+
+type pumpSnap struct {
+	stats         PumpStats
+	decided, next wal.LSN
+}
+
+// publishSnap refreshes what Stats, Decided and NextByte return.
+func (p *Pump) publishSnap() {
+	p.snapMu.Lock()
+	p.snap = pumpSnap{stats: p.stats, decided: p.decided, next: p.wire.End()}
+	p.snapMu.Unlock()
 }
 
 // PumpStats are the pump's counters, read by the session's metrics.
@@ -184,18 +204,36 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 	if err != nil {
 		return nil, err
 	}
-	return &Pump{cfg: cfg, reader: r, wire: w, decider: d, shadow: shadow, sink: sink, out: out,
-		start: start, decided: start, published: start}, nil
+	pp := &Pump{cfg: cfg, reader: r, wire: w, decider: d, shadow: shadow, sink: sink, out: out,
+		start: start, decided: start, published: start}
+	pp.publishSnap()
+	return pp, nil
 }
 
-// Stats returns a copy of the counters.
-func (p *Pump) Stats() PumpStats { return p.stats }
+// Stats returns a copy of the counters (any goroutine).
+func (p *Pump) Stats() PumpStats {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snap.stats
+}
 
-// NextByte is the LSN the next chunk fed must start at.
-func (p *Pump) NextByte() wal.LSN { return p.wire.End() }
+// NextByte is the LSN the next chunk fed must start at (any goroutine).
+func (p *Pump) NextByte() wal.LSN {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snap.next
+}
 
-// Decided is the LSN through which every record has been classified.
-func (p *Pump) Decided() wal.LSN { return p.decided }
+// Decided is the LSN through which every record has been classified (any
+// goroutine).
+func (p *Pump) Decided() wal.LSN {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snap.decided
+}
+
+// errSourceWAL wraps a failure to read the fed bytes as WAL.
+var errSourceWAL = errors.New("reading source WAL")
 
 // ErrHoldTimeout is wrapped by the error a hold that outlives HoldTimeout returns.
 var ErrHoldTimeout = errors.New("catalog boundary hold timed out")
@@ -213,13 +251,15 @@ func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("reading source WAL: %w", err)
+			return fmt.Errorf("%w: %w", errSourceWAL, err)
 		}
 		if err := p.record(ctx, rec); err != nil {
 			return err
 		}
 	}
-	return p.publish()
+	err := p.publish()
+	p.publishSnap()
+	return err
 }
 
 func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
@@ -336,6 +376,7 @@ func (p *Pump) flush(ctx context.Context) error {
 	b := p.batch
 	p.batch = nil
 	b.Through = p.decided
+	p.publishSnap()
 	select {
 	case p.out <- b:
 		return nil
@@ -372,11 +413,14 @@ func (p *Pump) hold(ctx context.Context, b *Boundary) error {
 	batch.Boundary = b
 	batch.release = release
 	batch.captured = make(chan struct{})
-	hctx, cancel := context.WithTimeout(ctx, p.cfg.HoldTimeout)
-	defer cancel()
-	if err := p.flush(hctx); err != nil {
+	// Handing the batch over waits for the processor as long as it takes:
+	// the pump reads the spool, so nothing upstream waits with it. The
+	// timeout bounds what the shadow does.
+	if err := p.flush(ctx); err != nil {
 		return p.holdError(ctx, b, "handing the boundary batch to the processor", err)
 	}
+	hctx, cancel := context.WithTimeout(ctx, p.cfg.HoldTimeout)
+	defer cancel()
 	if err := p.shadow.WaitApply(hctx, b.NextLSN); err != nil {
 		return p.holdError(ctx, b, "waiting for the shadow to apply the boundary", err)
 	}

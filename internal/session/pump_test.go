@@ -266,3 +266,35 @@ func TestPumpArchivesBeforeShadowPassesSegment(t *testing.T) {
 		t.Fatalf("the shadow got WAL through %s, past the segment %s the archive could not take", got, start)
 	}
 }
+
+// TestPumpHandOverOutlastsHoldTimeout: handing a boundary's batch to a
+// processor backed up behind a slow destination takes as long as it
+// takes: the pump reads the spool, so nothing upstream waits with it, and
+// the hold timeout bounds only what the shadow does.
+func TestPumpHandOverOutlastsHoldTimeout(t *testing.T) {
+	all, start := fixture(t)
+	out := make(chan *Batch) // nobody reads for a while
+	p, _ := NewPump(start, PumpConfig{SegmentSize: 1 << 20, HoldTimeout: 50 * time.Millisecond, SelfRelease: true}, fakeDecider{},
+		&fakeShadow{start: start, t: t}, &memSink{segs: map[wal.LSN][]byte{}}, out)
+	done := make(chan error, 1)
+	go func() { done <- p.Feed(context.Background(), all[:validEnd(t, all, start)-start]) }()
+	time.Sleep(300 * time.Millisecond) // six hold timeouts
+	select {
+	case err := <-done:
+		t.Fatalf("Feed returned (%v) while the processor took nothing", err)
+	default:
+	}
+	for {
+		select {
+		case b := <-out:
+			b.Release()
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Feed = %v after a slow hand-over, want nil", err)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("Feed did not finish once the processor read")
+		}
+	}
+}

@@ -12,6 +12,7 @@
 //	  shadow/         the shadow's data directory (owned by the shadow's OS user)
 //	  archive/        filtered WAL segments, the shadow's restore_command source
 //	  desclog/        the descriptor log (desc_log.ckpt, desc_log.tail)
+//	  spool/          the source's WAL as received (see package spool)
 //	  run/            the walsender's and the bridge's unix sockets
 package session
 
@@ -37,6 +38,7 @@ import (
 	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
+	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/internal/xact"
 )
@@ -101,11 +103,19 @@ type Session struct {
 	// consume, having consumed the pump's records before reorderConsumed.
 	reorderIdle     bool
 	reorderConsumed wal.LSN
+
+	// spoolSuspect: the last run could not read the spool's copy as WAL;
+	// the next start empties the spool (under mu). spoolFull: the receive
+	// loop stopped reading because the spool is full.
+	spoolSuspect bool
+	spoolFull    atomic.Bool
+	flushSent    wal.LSN // the flush position last sent early (receive loop only)
 }
 
 // parts are the running pieces, set by Start.
 type parts struct {
 	stream     *source.Stream
+	spool      *spool.Spool
 	walsender  *source.Walsender
 	archive    *source.Archive
 	shadow     *shadow.Shadow
@@ -408,7 +418,11 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 
-	// 6. The source stream.
+	// 6. The spool, and the source stream appending to it from its end.
+	streamFrom, err := s.openSpool(p, start)
+	if err != nil {
+		return err
+	}
 	if s.cfg.SlotName == "" {
 		s.log.Warn("streaming without a replication slot: the source keeps WAL only as wal_keep_size allows, and a long outage can lose the resume point")
 	}
@@ -419,12 +433,9 @@ func (s *Session) start(ctx context.Context) error {
 		Identity:       &p.identity,
 		StatusInterval: s.cfg.StatusInterval,
 		Logger:         s.log,
-	}, start)
+	}, streamFrom)
 	if err != nil {
-		return fmt.Errorf("opening the source stream at %s: %w", start, err)
-	}
-	if timeout, err := p.stream.Client().WALSenderTimeout(ctx); err == nil && timeout > 0 && s.cfg.HoldTimeout >= timeout {
-		return fmt.Errorf("%s %s must be below the source's wal_sender_timeout %s: the source drops the connection during a longer hold", config.FieldHoldTimeout, s.cfg.HoldTimeout, timeout)
+		return fmt.Errorf("opening the source stream at %s: %w", streamFrom, err)
 	}
 
 	// 7. The filter, seeded with the catalogs' current filenodes, and the pump.
@@ -467,12 +478,20 @@ func (s *Session) start(ctx context.Context) error {
 	s.epoch++
 	s.seq = 0
 	s.mu.Unlock()
+	reader, err := p.spool.NewReader(start, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCorruptState, err)
+	}
 	s.log.Info("session started", "source", source.RedactDSN(s.cfg.SourceDSN), "start_lsn", start.String(),
-		"followed_db", pcfg.Database, "shadow", s.shadowDir(), "delivered_through", delivered.String())
-	wg.Add(1)
+		"stream_from", streamFrom.String(), "followed_db", pcfg.Database, "shadow", s.shadowDir(), "delivered_through", delivered.String())
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		s.run(runCtx, p)
+		s.receive(runCtx, p)
+	}()
+	go func() {
+		defer wg.Done()
+		s.feed(runCtx, p, reader)
 	}()
 	return nil
 }
@@ -548,48 +567,6 @@ func (s *Session) failRun(err error) {
 	}
 }
 
-// run is the receive loop: chunks from the source through the pump, status
-// back to the source, progress to disk.
-func (s *Session) run(ctx context.Context, p *parts) {
-	const idle = 100 * time.Millisecond
-	lastTick := time.Now()
-	for {
-		// A stream that lost its connection reconnects inside Receive
-		// (backoff, connect, START_REPLICATION): that must not be cut by
-		// the idle deadline, or it never completes.
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if p.stream.Client() != nil {
-			rctx, cancel = context.WithTimeout(ctx, idle)
-		}
-		chunk, err := p.stream.Receive(rctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		switch {
-		case err == nil:
-			s.observeSourceEnd(chunk.ServerWALEnd)
-			if err := p.pump.Feed(ctx, chunk.Data); err != nil {
-				if ctx.Err() == nil {
-					s.failRun(err)
-				}
-				return
-			}
-		case errors.Is(err, context.DeadlineExceeded):
-			if err := p.pump.FlushIdle(ctx); err != nil {
-				return
-			}
-		default:
-			s.failRun(fmt.Errorf("receiving from the source: %w", err))
-			return
-		}
-		if time.Since(lastTick) >= idle {
-			lastTick = time.Now()
-			s.tick(ctx, p)
-		}
-	}
-}
-
 // tick persists the manifest, reports positions to the source (the flush
 // position never above the stored floor), sweeps the archive, and updates
 // metrics and the catch-up log.
@@ -601,40 +578,44 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 	apply := p.walsender.ShadowApply()
 	floor, delivered, deliveredThrough, deliveryPos := s.floor(p, apply)
 	st := p.pump.Stats()
-	m := s.saved
-	m.Received, m.FilteredDurable, m.ShadowReplay = st.Received, p.archive.DurableEnd(), max(apply, m.ShadowReplay)
-	// Past the last acknowledged commit, with nothing pending, every
-	// transaction committed before what was consumed is delivered too.
-	m.Delivered = max(delivered, deliveredThrough, m.Delivered)
-	m.Floor = max(floor, m.Floor)
-	m.Restart = max(m.Floor-m.Floor%wal.LSN(p.segSize), m.Restart)
-	restartMoved := m.Restart > s.saved.Restart
-	if restartMoved || m.Delivered > s.saved.Delivered ||
-		(m.Floor > s.saved.Floor && now.Sub(s.savedAt) >= time.Second) ||
-		(m != s.saved && now.Sub(s.savedAt) >= 10*time.Second) {
-		m.UpdatedAt = now
-		if err := WriteManifest(s.cfg.StateDir, m); err != nil {
+	_, spooled := p.spool.Extent()
+	d := decideProgress(progressIn{
+		now: now, saved: s.saved, savedAt: s.savedAt, segSize: p.segSize,
+		received: spooled, spooled: p.spool.Durable(), filteredDurable: p.archive.DurableEnd(), apply: apply,
+		floor: floor, delivered: delivered, deliveredThrough: deliveredThrough,
+		releaseSpooled: s.releaseSpooled(), flushSent: s.flushSent, retention: s.cfg.RetentionBytes,
+	})
+	if d.write {
+		if err := WriteManifest(s.cfg.StateDir, d.manifest); err != nil {
 			s.failRun(fmt.Errorf("saving progress: %w", err))
 			return
 		}
-		s.saved, s.savedAt = m, now
+		s.saved, s.savedAt = d.manifest, now
 	}
-	// The slot keeps WAL from the segment holding its flush position: the
-	// stored floor, so a restart finds every byte it streams again.
-	p.stream.SetPositions(p.pump.NextByte(), s.saved.Floor, s.saved.Floor)
-	if restartMoved {
+	p.stream.SetPositions(d.slotWrite, d.slotFlush, d.slotApply)
+	if d.sendStatus {
+		if err := p.stream.SendStatus(ctx, false); err == nil {
+			s.flushSent = d.slotFlush
+		}
+	}
+	if d.restartMoved {
+		if n, err := p.spool.Trim(d.trimBelow); err != nil {
+			s.log.Warn("trimming the spool", "error", err)
+		} else if n > 0 && Hooks.AfterSpoolTrim != nil {
+			Hooks.AfterSpoolTrim()
+		}
 		if p.desclog.ShouldCompact() && s.compacting.CompareAndSwap(false, true) {
 			// Off the record loop: a checkpoint rewrite must not stall
-			// the stream into the source's wal_sender_timeout.
+			// the receive loop.
 			go func(floor wal.LSN) {
 				defer s.compacting.Store(false)
 				if err := p.desclog.Compact(floor); err != nil {
 					s.failRun(fmt.Errorf("compacting the descriptor log: %w", err))
 				}
-			}(s.saved.Restart)
+			}(d.trimBelow)
 		}
-		if keep := s.archiveKeepFrom(p, apply); keep > 0 {
-			if _, err := p.archive.Sweep(keep); err != nil {
+		if d.archiveKeep > 0 {
+			if _, err := p.archive.Sweep(d.archiveKeep); err != nil {
 				s.log.Warn("sweeping the archive", "error", err)
 			}
 		}
@@ -644,7 +625,8 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 	s.m.observeLag(s.lag.lag(shadowPos, now))
 	s.m.observeDeliveryLag(s.lag.lag(deliveryPos, now))
 	s.lag.prune(min(shadowPos, deliveryPos))
-	s.logCatchUp(st.Received, now)
+	s.logCatchUp(spooled, now)
+	s.m.observeSpool(p.spool.Bytes(), p.spool.Segments(), spooled-min(spooled, p.pump.NextByte()), s.spoolFull.Load())
 	s.mu.Lock()
 	snap := s.xactSnap
 	s.mu.Unlock()
@@ -728,16 +710,6 @@ func (s *Session) floor(p *parts, apply wal.LSN) (floor, delivered, deliveredThr
 		return min(f, s.startLSN), delivered, deliveredThrough, lagPos
 	}
 	return min(f, apply), delivered, deliveredThrough, lagPos
-}
-
-// archiveKeepFrom keeps the archive's segments the shadow may still need:
-// everything from retention bytes behind its apply position.
-func (s *Session) archiveKeepFrom(p *parts, apply wal.LSN) wal.LSN {
-	keep := wal.LSN(s.cfg.RetentionBytes)
-	if apply <= keep {
-		return 0
-	}
-	return min(apply-keep, s.saved.Restart)
 }
 
 // Next returns the next batch of committed transactions, blocking until
@@ -976,6 +948,11 @@ func (s *Session) stopLocked() {
 		if p.desclog != nil {
 			if err := p.desclog.Close(); err != nil {
 				s.log.Warn("closing the descriptor log", "error", err)
+			}
+		}
+		if p.spool != nil {
+			if err := p.spool.Close(); err != nil {
+				s.log.Warn("closing the spool", "error", err)
 			}
 		}
 	}

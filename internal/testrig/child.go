@@ -232,3 +232,46 @@ func (c *Child) WaitLog(t testing.TB, substr string, timeout time.Duration) bool
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// ChildRuns is one pipeline config in a work directory and the child runs
+// of it, numbered from 0, their logs beside it. When the test fails the
+// work directory is kept and the last run's log tail is logged.
+type ChildRuns struct {
+	WorkDir string // pipeline.yaml and the run logs
+	Config  string // the pipeline config's path
+	Runs    []*Child
+}
+
+// NewChildRuns writes yaml as pipeline.yaml in a new work directory named
+// after prefix.
+func NewChildRuns(t testing.TB, prefix, yaml string) *ChildRuns {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ChildRuns{WorkDir: dir, Config: filepath.Join(dir, "pipeline.yaml")}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		t.Logf("kept the pipeline config and the run logs in %s", dir)
+		if n := len(r.Runs); n > 0 {
+			t.Logf("last 60 lines of %s:\n%s", r.Runs[n-1].LogPath, r.Runs[n-1].LogTail(60))
+		}
+	})
+	if err := os.WriteFile(r.Config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Start starts the next run; extraEnv ("KEY=value") goes to its
+// environment.
+func (r *ChildRuns) Start(t testing.TB, extraEnv ...string) *Child {
+	t.Helper()
+	c := StartChild(t, r.WorkDir, r.Config, len(r.Runs), extraEnv...)
+	r.Runs = append(r.Runs, c)
+	return c
+}

@@ -1,0 +1,118 @@
+package drill_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// spoolOutage is how long ClickHouse stays down in TestSpoolReleasesSlot
+// (WALSHADOW_SPOOL_OUTAGE overrides it, e.g. 30s for a quick look).
+const (
+	spoolOutage      = 120 * time.Second
+	spoolSlotCeiling = 64 << 20 // what the slot may retain meanwhile
+)
+
+// TestSpoolReleasesSlot stops ClickHouse for two minutes under pgbench
+// with spool.release_slot: spooled. The source's slot must retain less
+// than 64 MB throughout (the spool holds the WAL, not the source), the
+// session must not restart, and once ClickHouse is back every transaction
+// arrives: every table equals the source.
+func TestSpoolReleasesSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: ClickHouse is down for minutes")
+	}
+	outage := spoolOutage
+	if v := os.Getenv("WALSHADOW_SPOOL_OUTAGE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("WALSHADOW_SPOOL_OUTAGE=%q: %v", v, err)
+		}
+		outage = d
+	}
+	d := newDrill(t, "", "spool:\n  release_slot: spooled\n")
+	c := d.start(t)
+	d.waitStreaming(t, c, 3*time.Minute)
+	d.createDrillTables(t)
+	d.src.PGBench(t, 1, testrig.PGBenchOptions{})
+	d.waitCaughtUp(t, c, 3*time.Minute)
+
+	// The slot's retention, sampled every second from before the outage
+	// until the pipeline has caught up after it.
+	var (
+		mu          sync.Mutex
+		maxRetained int64
+		samples     int
+	)
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		conn, err := pgx.Connect(sampleCtx, d.src.DSN())
+		if err != nil {
+			t.Errorf("sampling the slot: %v", err)
+			return
+		}
+		defer conn.Close(context.Background())
+		for sampleCtx.Err() == nil {
+			var n int64
+			err := conn.QueryRow(sampleCtx, "SELECT (pg_current_wal_lsn() - restart_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1", d.slot).Scan(&n)
+			if err == nil {
+				mu.Lock()
+				maxRetained = max(maxRetained, n)
+				samples++
+				mu.Unlock()
+			}
+			select {
+			case <-sampleCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	defer func() { stopSampling(); sampler.Wait() }()
+
+	load := d.startFaultLoad()
+	defer func() { load.cancel(); load.wg.Wait() }()
+	time.Sleep(3 * time.Second)
+	startLSN := d.src.CurrentLSN(t)
+	d.ch.StopServer(t)
+	stopped := time.Now()
+	time.Sleep(outage)
+	if c.Exited() {
+		t.Fatalf("the pipeline exited while ClickHouse was down (%v):\n%s", c.Wait(), c.LogTail(60))
+	}
+	spooledWAL := d.src.CurrentLSN(t) - startLSN
+	d.ch.StartServer(t)
+	t.Logf("ClickHouse was down %v; the source wrote %.1f MB meanwhile", time.Since(stopped).Round(time.Second), float64(spooledWAL)/(1<<20))
+	load.stop(t)
+	lag := d.waitCaughtUp(t, c, 5*time.Minute)
+	stopSampling()
+	sampler.Wait()
+	n, differing := d.compareAll(t, "after ClickHouse came back")
+	mu.Lock()
+	retained, count := maxRetained, samples
+	mu.Unlock()
+	starts := strings.Count(c.Log(), "session started")
+	t.Logf("caught up %v after ClickHouse returned; %d of %d tables equal; the slot retained at most %.1f MB (%d samples); %d session start(s)",
+		lag.Round(time.Millisecond), n-differing, n, float64(retained)/(1<<20), count, starts)
+	if count == 0 {
+		t.Fatal("the slot's retention was never sampled")
+	}
+	if retained >= spoolSlotCeiling {
+		t.Errorf("the slot retained %.1f MB with release_slot spooled: want under %d MB", float64(retained)/(1<<20), spoolSlotCeiling>>20)
+	}
+	if float64(spooledWAL) < 1.5*spoolSlotCeiling {
+		t.Logf("note: only %.1f MB of WAL was written during the outage, so the retention bound proves little here", float64(spooledWAL)/(1<<20))
+	}
+	if starts != 1 {
+		t.Errorf("the session started %d times in one run: the outage restarted it", starts)
+	}
+}
