@@ -124,8 +124,8 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				Description("How often standby status (write/flush/apply positions) is sent to the source.").
 				Default("10s").Advanced(),
 			service.NewIntField(FieldMaxBatchRecords).
-				Description("Most records in one batch emitted by the input.").
-				Default(1024).Advanced(),
+				Description("Most records in one batch emitted by the input. A backlog goes out in batches this large (each batch is one ClickHouse insert per table); live changes go out as soon as they are committed, whatever their number.").
+				Default(8192).Advanced(),
 			service.NewIntField(FieldRetention).
 				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
 				Default(256<<20).Advanced(),

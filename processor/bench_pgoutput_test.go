@@ -1,23 +1,16 @@
 package processor_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -59,10 +52,7 @@ func BenchmarkDecodeVsPgoutput(b *testing.B) {
 	if testing.Short() {
 		b.Skip("-short: this benchmark starts PostgreSQL and copies a million rows")
 	}
-	recvlogical := filepath.Join(testrig.PGBinDir(b), "pg_recvlogical")
-	if _, err := os.Stat(recvlogical); err != nil {
-		b.Skipf("pg_recvlogical is not in the PostgreSQL bin dir (%v): install postgresql-client-15", err)
-	}
+	testrig.RequirePgRecvlogical(b)
 	b.ReportAllocs()
 
 	src := testrig.StartPostgres(b,
@@ -109,30 +99,30 @@ func BenchmarkDecodeVsPgoutput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pg := runPgoutput(b, src, recvlogical, logical, pub, commitEnd)
+	pg := src.RunPgoutput(b, logical, pub, commitEnd)
 	if confirmed := src.QueryLSN(b, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", logical); confirmed < commitEnd {
 		b.Errorf("pg_recvlogical exited with the slot confirmed at %s, before the commit's end %s", confirmed, commitEnd)
 	}
 	// An INSERT message of this table is over 100 bytes (header, relation
 	// oid, four text columns with the 84-character filler).
-	if pg.bytes < rows*100 {
-		b.Errorf("pgoutput sent %d bytes for %d rows: it did not stream the transaction", pg.bytes, rows)
+	if pg.Bytes < rows*100 {
+		b.Errorf("pgoutput sent %d bytes for %d rows: it did not stream the transaction", pg.Bytes, rows)
 	}
 
 	walshadowRate := float64(delivered) / ws.decodeTime.Seconds()
-	pgRate := float64(rows) / pg.wall.Seconds()
-	pgReplayRate := float64(rows) / pg.replay.Seconds()
+	pgRate := float64(rows) / pg.Wall.Seconds()
+	pgReplayRate := float64(rows) / pg.Replay.Seconds()
 	b.SetBytes(ws.txWALBytes)
 	b.ReportMetric(walshadowRate, "walshadow-rows/s")
 	b.ReportMetric(pgRate, "pgoutput-rows/s")
 	b.ReportMetric(walshadowRate/pgRate, "ratio")
 	b.ReportMetric(pgReplayRate, "pgoutput-replay-rows/s")
 	b.ReportMetric(walshadowRate/pgReplayRate, "ratio-replay")
-	b.ReportMetric(pg.walsenderCPU.Seconds(), "pgoutput-walsender-cpu-s")
+	b.ReportMetric(pg.WalsenderCPU.Seconds(), "pgoutput-walsender-cpu-s")
 	if ws.walsenderCPUErr == nil {
 		b.ReportMetric(ws.walsenderCPU.Seconds(), "walshadow-walsender-cpu-s")
 		if ws.walsenderCPU > 0 {
-			b.ReportMetric(pg.walsenderCPU.Seconds()/ws.walsenderCPU.Seconds(), "source-cpu-ratio")
+			b.ReportMetric(pg.WalsenderCPU.Seconds()/ws.walsenderCPU.Seconds(), "source-cpu-ratio")
 		}
 	}
 	b.ReportMetric(ws.processCPU.Seconds(), "walshadow-decode-cpu-s")
@@ -147,11 +137,11 @@ func BenchmarkDecodeVsPgoutput(b *testing.B) {
 		b.Logf("walshadow: source-side physical walsender (pid %d) CPU %.2fs over BEGIN..last row", physicalSender, ws.walsenderCPU.Seconds())
 	}
 	b.Logf("pgoutput: pg_recvlogical launch to exit %v (%.0f rows/s), first output byte after %v, replay %v (%.0f rows/s), %.1f MiB of output",
-		pg.wall.Round(time.Millisecond), pgRate, pg.firstByte.Round(time.Millisecond), pg.replay.Round(time.Millisecond), pgReplayRate, mib(pg.bytes))
+		pg.Wall.Round(time.Millisecond), pgRate, pg.FirstByte.Round(time.Millisecond), pg.Replay.Round(time.Millisecond), pgReplayRate, mib(pg.Bytes))
 	b.Logf("pgoutput: source-side logical walsender (pid %d) CPU %.2fs (sampled every %v; the postmaster's reaped-children CPU rose %.2fs over the run); pg_recvlogical client CPU %.2fs",
-		pg.walsenderPID, pg.walsenderCPU.Seconds(), cpuSampleInterval, pg.reapedCPU.Seconds(), pg.clientCPU.Seconds())
+		pg.WalsenderPID, pg.WalsenderCPU.Seconds(), testrig.CPUSampleInterval, pg.ReapedCPU.Seconds(), pg.ClientCPU.Seconds())
 	b.Logf("ratio walshadow/pgoutput: %.2f (launch to exit), %.2f (replay phase); source CPU pgoutput/physical: %s",
-		walshadowRate/pgRate, walshadowRate/pgReplayRate, cpuRatio(pg.walsenderCPU, ws.walsenderCPU, ws.walsenderCPUErr))
+		walshadowRate/pgRate, walshadowRate/pgReplayRate, cpuRatio(pg.WalsenderCPU, ws.walsenderCPU, ws.walsenderCPUErr))
 }
 
 func cpuRatio(logical, physical time.Duration, physicalErr error) string {
@@ -186,8 +176,8 @@ func runWalshadowCopy(b *testing.B, src *testrig.Postgres, spillDir string, dige
 	conn := src.Connect(b)
 	debug.FreeOSMemory()
 
-	senderBefore, senderErr := readProcCPU(strconv.Itoa(physicalSender))
-	selfBefore, err := readProcCPU("self")
+	senderBefore, senderErr := testrig.ReadProcCPU(physicalSender)
+	selfBefore, err := testrig.ReadProcCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,7 +205,7 @@ func runWalshadowCopy(b *testing.B, src *testrig.Postgres, spillDir string, dige
 	waitSpilled(b, spillDir, runErr, res.txWALBytes)
 
 	b.ResetTimer()
-	selfAtCommit, err := readProcCPU("self")
+	selfAtCommit, err := testrig.ReadProcCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,21 +216,21 @@ func runWalshadowCopy(b *testing.B, src *testrig.Postgres, spillDir string, dige
 	src.Exec(b, "INSERT INTO lt_marker VALUES (1, 'after the copy')")
 	waitDigest(b, digest, runErr, 10*time.Minute)
 	b.StopTimer()
-	selfAfter, err := readProcCPU("self")
+	selfAfter, err := testrig.ReadProcCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	senderAfter, err := readProcCPU(strconv.Itoa(physicalSender))
+	senderAfter, err := testrig.ReadProcCPU(physicalSender)
 	switch {
 	case senderErr != nil:
 		res.walsenderCPUErr = senderErr
 	case err != nil:
 		res.walsenderCPUErr = err
 	default:
-		res.walsenderCPU = senderAfter.own() - senderBefore.own()
+		res.walsenderCPU = senderAfter.Own - senderBefore.Own
 	}
-	res.processCPU = selfAfter.own() - selfAtCommit.own()
-	res.processCPUTotal = selfAfter.own() - selfBefore.own()
+	res.processCPU = selfAfter.Own - selfAtCommit.Own
+	res.processCPUTotal = selfAfter.Own - selfBefore.Own
 
 	digest.mu.Lock()
 	res.total = digest.lastRowAt.Sub(start)
@@ -341,315 +331,34 @@ func readSegmentSize(path string) (uint32, error) {
 	return ph.SegSize, nil
 }
 
-// pgoutputResult is what the pg_recvlogical run observed.
-type pgoutputResult struct {
-	wall         time.Duration // launch until exit
-	firstByte    time.Duration // launch until the first output byte (BEGIN)
-	replay       time.Duration // first output byte until exit
-	bytes        int64
-	walsenderPID int
-	walsenderCPU time.Duration
-	reapedCPU    time.Duration // the postmaster's cutime+cstime delta
-	clientCPU    time.Duration // pg_recvlogical's own user+system CPU
-}
-
-// cpuSampleInterval is how often the logical walsender's CPU is read while
-// it lives: its last reading misses at most this much CPU.
-const cpuSampleInterval = 10 * time.Millisecond
-
-// runPgoutput streams the logical slot with pg_recvlogical and pgoutput up
-// to endpos, counting its output as it arrives and sampling the walsender
-// serving it.
-func runPgoutput(b *testing.B, src *testrig.Postgres, recvlogical, slot, pub string, endpos wal.LSN) *pgoutputResult {
-	b.Helper()
-	res := &pgoutputResult{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	poll := src.Connect(b)
-	postmaster, err := postmasterPID(src.DataDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	reapedBefore, err := readProcCPU(strconv.Itoa(postmaster))
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	// pgoutput's cheapest consumer: pg_recvlogical writing to a file in
-	// tmpfs without fsync (a pipe to this process cost it seconds of CPU in
-	// write wakeups). The file's first byte marks the BEGIN message, so the
-	// replay phase can be told from reading and buffering the WAL.
-	outDir, err := os.MkdirTemp(fastTempDir(), "walshadow-pgoutput-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(outDir)
-	outFile := filepath.Join(outDir, "pgoutput.out")
-	cmd := exec.CommandContext(ctx, recvlogical, "--start", "--no-loop", "-S", slot, "-d", src.DSN(),
-		"--plugin=pgoutput", "-o", "proto_version=1", "-o", "publication_names="+pub,
-		"--endpos="+endpos.String(), "-F", "0", "-f", outFile)
-	cmd.Env = withoutPGEnv()
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting pg_recvlogical: %v", err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	// The watcher owns firstAt until watchDone closes.
-	var firstAt time.Time
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			if st, err := os.Stat(outFile); err == nil && st.Size() > 0 {
-				firstAt = time.Now()
-				return
-			}
-			select {
-			case <-exited:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-
-	// The walsender appears once pg_recvlogical has run START_REPLICATION.
-	sampler := &cpuSampler{}
-	for res.walsenderPID == 0 {
-		var pid *int32
-		err := poll.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			b.Fatalf("looking for the logical walsender: %v", err)
-		}
-		if pid != nil {
-			res.walsenderPID = int(*pid)
-			sampler.start(res.walsenderPID)
-			break
-		}
-		select {
-		case <-exited:
-			b.Fatalf("pg_recvlogical finished before its walsender was seen (the CPU would be unmeasured): %v\n%s", waitErr, stderr.String())
-		case <-time.After(2 * time.Millisecond):
-		}
-		if time.Since(start) > time.Minute {
-			b.Fatalf("pg_recvlogical's walsender did not show up within a minute: %s", stderr.String())
-		}
-	}
-	<-exited
-	end := time.Now()
-	<-watchDone
-	if waitErr != nil {
-		b.Fatalf("pg_recvlogical: %v\n%s", waitErr, stderr.String())
-	}
-	st, err := os.Stat(outFile)
-	if err != nil {
-		b.Fatalf("pg_recvlogical's output: %v", err)
-	}
-	res.bytes = st.Size()
-	cpu, err := sampler.stop()
-	if err != nil {
-		b.Fatalf("sampling the logical walsender's CPU: %v", err)
-	}
-	res.walsenderCPU = cpu
-	res.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	// The walsender exits after its client; the postmaster then adds its
-	// CPU to cutime/cstime. Nothing else exits meanwhile (autovacuum off,
-	// the poll connection stays), so the delta cross-checks the samples.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(res.walsenderPID)); errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(cpuSampleInterval)
-	}
-	if reapedAfter, err := readProcCPU(strconv.Itoa(postmaster)); err == nil {
-		res.reapedCPU = reapedAfter.children() - reapedBefore.children()
-	}
-	res.wall = end.Sub(start)
-	if firstAt.IsZero() {
-		b.Fatalf("pg_recvlogical exited without output\n%s", stderr.String())
-	}
-	res.firstByte = firstAt.Sub(start)
-	res.replay = end.Sub(firstAt)
-	return res
-}
-
-// fastTempDir is tmpfs when there is one, so the output file costs no disk
-// I/O.
-func fastTempDir() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
-
-// withoutPGEnv is the environment without PG* variables, which would
-// redirect pg_recvlogical.
-func withoutPGEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// postmasterPID is the first line of the data directory's postmaster.pid.
-func postmasterPID(dataDir string) (int, error) {
-	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0, fmt.Errorf("reading postmaster.pid: %w", err)
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		return 0, fmt.Errorf("postmaster.pid first line %q: %w", line, err)
-	}
-	return pid, nil
-}
-
-// cpuSampler reads a process's CPU every cpuSampleInterval until it is
-// stopped or the process is gone, keeping the last reading.
-type cpuSampler struct {
-	done chan struct{}
-	quit chan struct{}
-	mu   sync.Mutex
-	last procCPU
-	err  error
-}
-
-func (s *cpuSampler) start(pid int) {
-	s.done, s.quit = make(chan struct{}), make(chan struct{})
-	id := strconv.Itoa(pid)
-	first, err := readProcCPU(id)
-	s.last, s.err = first, err
-	go func() {
-		defer close(s.done)
-		if err != nil {
-			return
-		}
-		for {
-			select {
-			case <-s.quit:
-				return
-			case <-time.After(cpuSampleInterval):
-			}
-			c, err := readProcCPU(id)
-			if err != nil {
-				return // exited: the last reading stands
-			}
-			s.mu.Lock()
-			s.last = c
-			s.mu.Unlock()
-		}
-	}()
-}
-
-// stop waits for the process to go (or 2 s) and returns the CPU of its
-// whole life up to the last sample: for a walsender, connection setup,
-// decoding and sending, all of it load on the source.
-func (s *cpuSampler) stop() (time.Duration, error) {
-	if s.done == nil {
-		return 0, errors.New("never started")
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Second):
-		close(s.quit)
-		<-s.done
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return 0, s.err
-	}
-	return s.last.own(), nil
-}
-
-// procCPU is a process's CPU time from /proc/<pid>/stat, in clock ticks.
-type procCPU struct{ utime, stime, cutime, cstime int64 }
-
-// userHZ is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
-const userHZ = 100
-
-func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / userHZ }
-
-// own is the process's user plus system CPU.
-func (c procCPU) own() time.Duration { return ticks(c.utime + c.stime) }
-
-// children is the CPU of its exited, reaped children.
-func (c procCPU) children() time.Duration { return ticks(c.cutime + c.cstime) }
-
-func readProcCPU(pid string) (procCPU, error) {
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return procCPU{}, fmt.Errorf("reading CPU of process %s: %w", pid, err)
-	}
-	c, err := parseProcStat(raw)
-	if err != nil {
-		return procCPU{}, fmt.Errorf("/proc/%s/stat: %w", pid, err)
-	}
-	return c, nil
-}
-
-// parseProcStat reads utime, stime, cutime and cstime (fields 14-17) from
-// a /proc/<pid>/stat line. The command name (field 2) is in parentheses
-// and may hold spaces and parentheses, so fields count from its last ')'.
-func parseProcStat(raw []byte) (procCPU, error) {
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procCPU{}, errors.New("no ')' closing the command name")
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 17-3+1 {
-		return procCPU{}, fmt.Errorf("%d fields after the command name, want at least 15", len(f))
-	}
-	var v [4]int64
-	for k := range v {
-		n, err := strconv.ParseInt(f[14-3+k], 10, 64)
-		if err != nil {
-			return procCPU{}, fmt.Errorf("field %d: %w", 14+k, err)
-		}
-		if n < 0 {
-			return procCPU{}, fmt.Errorf("field %d: negative CPU time %d", 14+k, n)
-		}
-		v[k] = n
-	}
-	return procCPU{utime: v[0], stime: v[1], cutime: v[2], cstime: v[3]}, nil
-}
-
+// TestParseProcStat covers testrig.ParseProcCPU, which both pgoutput
+// benchmarks read their CPU figures with; the durations assume Linux's
+// USER_HZ of 100 clock ticks per second.
 func TestParseProcStat(t *testing.T) {
 	const walsender = "4242 (postgres) S 4200 4200 4200 0 -1 4194560 1234 0 0 0 150 37 2 1 20 0 1 0 998877 225000000 3000 18446744073709551615 1 1 0 0 0 0 4194304 19935232 84487 0 0 0 17 1 0 0 0 0 0\n"
 	tests := []struct {
 		name, in string
-		want     procCPU
+		want     testrig.ProcCPU
 		wantErr  bool
 	}{
-		{name: "walsender", in: walsender, want: procCPU{utime: 150, stime: 37, cutime: 2, cstime: 1}},
-		{name: "command with spaces and parens", in: "7 (a) b (c)) R 1 1 1 0 -1 0 0 0 0 0 9 8 7 6 20 0\n", want: procCPU{utime: 9, stime: 8, cutime: 7, cstime: 6}},
+		{name: "walsender", in: walsender, want: testrig.ProcCPU{Own: 1870 * time.Millisecond, Children: 30 * time.Millisecond}},
+		{name: "command with spaces and parens", in: "7 (a) b (c)) R 1 1 1 0 -1 0 0 0 0 0 9 8 7 6 20 0\n", want: testrig.ProcCPU{Own: 170 * time.Millisecond, Children: 130 * time.Millisecond}},
 		{name: "too short", in: "7 (x) R 1 1 1 0 -1 0 0 0 0 0 9 8 7\n", wantErr: true},
 		{name: "no command", in: "7 x R 1 1 1 0 -1 0 0 0 0 0 9 8 7 6\n", wantErr: true},
 		{name: "not a number", in: "7 (x) R 1 1 1 0 -1 0 0 0 0 0 9 x 7 6\n", wantErr: true},
 		{name: "negative", in: "7 (x) R 1 1 1 0 -1 0 0 0 0 0 9 8 -7 6\n", wantErr: true},
+		{name: "out of range", in: "7 (x) R 1 1 1 0 -1 0 0 0 0 0 18446744073709551615 8 7 6\n", wantErr: true},
 		{name: "empty", in: "", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseProcStat([]byte(tc.in))
+			got, err := testrig.ParseProcCPU(7, tc.in)
 			if (err != nil) != tc.wantErr || !tc.wantErr && got != tc.want {
-				t.Fatalf("parseProcStat = %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
+				t.Fatalf("ParseProcCPU = %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
 	}
-	if _, err := readProcCPU("self"); err != nil {
+	if _, err := testrig.ReadProcCPU(os.Getpid()); err != nil {
 		t.Errorf("this process's stat: %v", err)
 	}
 }
@@ -658,8 +367,8 @@ func FuzzParseProcStat(f *testing.F) {
 	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 9\n"))
 	f.Add([]byte("2 ()) ) R"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		c, err := parseProcStat(raw)
-		if err == nil && (c.utime < 0 || c.stime < 0 || c.cutime < 0 || c.cstime < 0) {
+		c, err := testrig.ParseProcCPU(2, string(raw))
+		if err == nil && (c.Own < 0 || c.Children < 0) {
 			t.Fatalf("negative times %+v from %q", c, raw)
 		}
 	})
