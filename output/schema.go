@@ -358,22 +358,24 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
 		prev := o.store.Get(d.Oid)
+		if o.interruptedReload(prev) {
+			// A reload planned before a crash recorded its load but had
+			// not yet let go of the table's agreement: that step now (the
+			// load's entry names the old table, dropped at its publish).
+			// Its delta table is then agreed at the newest shape, as the
+			// load's copy reads it.
+			if err := o.store.Delete(d.Oid); err != nil {
+				return globalf("%w", err)
+			}
+			delete(o.tables, d.Oid)
+			prev = nil
+		}
 		l := log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, o.startShapeAt(prev, at))
 		if l.Result != desclog.Present || l.Desc == nil {
 			l = log.DescriptorByOidInDBAt(log.Identity().DbOid, d.Oid, at)
 		}
 		if l.Result != desclog.Present || l.Desc == nil {
 			continue // dropped or changed since the list was taken: its events come
-		}
-		if o.interruptedReload(prev) {
-			// A reload planned before a crash recorded its load but had
-			// not yet let go of the table's agreement: that step now (the
-			// load's entry names the old table, dropped at its publish).
-			if err := o.store.Delete(d.Oid); err != nil {
-				return globalf("%w", err)
-			}
-			delete(o.tables, d.Oid)
-			prev = nil
 		}
 		if prev == nil || prev.Left {
 			// Never written by this output, or no longer followed: its

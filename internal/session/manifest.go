@@ -37,9 +37,11 @@ import (
 // It is rewritten atomically (temporary file, fsync, rename, directory
 // fsync). crc32c is CRC-32C (Castagnoli) of the file's JSON encoding with
 // crc32c set to 0, so a torn or hand-edited file is refused rather than
-// trusted. floor_lsn and restart_lsn never move backwards; the flush
-// position reported to the replication slot is never above the stored
-// restart_lsn, so the source keeps every byte a restart needs. A start
+// trusted. floor_lsn and restart_lsn never move backwards. With
+// spool.release_slot delivered the flush position reported to the
+// replication slot is never above the stored floor, so the source keeps
+// every byte a restart needs; with spooled it is the spool's durable end,
+// and the spool (state_dir/spool) holds those bytes instead. A start
 // against a source with another system identifier or timeline is refused.
 //
 // Version 1 of this state was progress.json (identity, resume and

@@ -98,7 +98,7 @@ func (sm *sessionMetrics) observeXact(now xactSnapshot) {
 }
 
 // observe publishes the pump's counters as deltas since the last call.
-func (sm *sessionMetrics) observe(st PumpStats, published, shadowApply wal.LSN) {
+func (sm *sessionMetrics) observe(st PumpStats, received, published, shadowApply wal.LSN) {
 	if sm.records == nil {
 		sm.last = st
 		return
@@ -108,7 +108,7 @@ func (sm *sessionMetrics) observe(st PumpStats, published, shadowApply wal.LSN) 
 	sm.holds.Incr(st.Holds - sm.last.Holds)
 	// Whole seconds of the running total, so short holds are not rounded away.
 	sm.holdSeconds.Incr(int64(st.HoldTime/time.Second) - int64(sm.last.HoldTime/time.Second))
-	sm.receivedLSN.Set(int64(st.Received))
+	sm.receivedLSN.Set(int64(received)) // the spool's end: what the source sent
 	sm.publishedLSN.Set(int64(published))
 	sm.shadowReplayLSN.Set(int64(shadowApply))
 	if published >= shadowApply && shadowApply != 0 {

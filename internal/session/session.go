@@ -568,8 +568,9 @@ func (s *Session) failRun(err error) {
 }
 
 // tick persists the manifest, reports positions to the source (the flush
-// position never above the stored floor), sweeps the archive, and updates
-// metrics and the catch-up log.
+// position as decideProgress says: the stored floor, or with release_slot
+// spooled the spool's durable end), trims the spool, sweeps the archive,
+// and updates metrics and the catch-up log.
 func (s *Session) tick(ctx context.Context, p *parts) {
 	now := time.Now()
 	if c := p.stream.Client(); c != nil {
@@ -620,7 +621,7 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 			}
 		}
 	}
-	s.m.observe(st, p.walsender.Published(), apply)
+	s.m.observe(st, spooled, p.walsender.Published(), apply)
 	shadowPos := max(apply, s.saved.ShadowReplay)
 	s.m.observeLag(s.lag.lag(shadowPos, now))
 	s.m.observeDeliveryLag(s.lag.lag(deliveryPos, now))

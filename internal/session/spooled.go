@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -36,13 +37,23 @@ func (s *Session) spoolMaxBytes() int64 {
 	return 10 << 30
 }
 
+// statusInterval is how often the source hears from a receive loop that
+// is not reading (status_interval, its default when unset).
+func (s *Session) statusInterval() time.Duration {
+	if s.cfg.StatusInterval > 0 {
+		return s.cfg.StatusInterval
+	}
+	return source.DefaultStatusInterval
+}
+
 // releaseSpooled: the slot may release what the spool holds durably.
 func (s *Session) releaseSpooled() bool { return s.cfg.SpoolRelease == config.ReleaseSpooled }
 
 // openSpool opens the spool and returns where the source stream resumes:
 // the spool's end when it holds everything from start on, else start (the
 // spool is emptied to begin there; a spool whose read failed last run is
-// emptied too, so the source sends those bytes again).
+// emptied too, with release_slot delivered only, so the source sends those
+// bytes again).
 func (s *Session) openSpool(p *parts, start wal.LSN) (wal.LSN, error) {
 	sp, err := spool.Open(s.spoolDir(), p.identity.Timeline, p.segSize)
 	if err != nil {
@@ -88,7 +99,7 @@ func (s *Session) receive(ctx context.Context, p *parts) {
 				return
 			case <-time.After(idle):
 			}
-			if time.Since(lastStatus) >= min(s.cfg.StatusInterval, 10*time.Second) || s.cfg.StatusInterval <= 0 {
+			if time.Since(lastStatus) >= s.statusInterval() {
 				lastStatus = time.Now()
 				if err := p.stream.SendStatus(ctx, false); err != nil && ctx.Err() == nil {
 					s.failRun(fmt.Errorf("answering the source while the spool is full: %w", err))
@@ -162,12 +173,17 @@ func (s *Session) feed(ctx context.Context, p *parts, r *spool.Reader) {
 			if err := p.pump.Feed(ctx, data); err != nil {
 				if ctx.Err() == nil {
 					if errors.Is(err, errSourceWAL) {
-						// The spool's copy does not read: the next start
-						// asks the source for it again.
-						s.mu.Lock()
-						s.spoolSuspect = true
-						s.mu.Unlock()
 						err = fmt.Errorf("%w (the spool's copy, %s)", err, p.spool.SegmentPath(at))
+						if !s.releaseSpooled() {
+							// The source still holds everything from the
+							// resume point: the next start asks it again.
+							// (With release_slot spooled the spool may be
+							// the only copy: it is kept, and the error
+							// names its file.)
+							s.mu.Lock()
+							s.spoolSuspect = true
+							s.mu.Unlock()
+						}
 					}
 					s.failRun(err)
 				}

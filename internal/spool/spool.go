@@ -211,9 +211,6 @@ func (s *Spool) checkFirstPage(path string, n uint64, start wal.LSN) error {
 	return nil
 }
 
-// Dir is the spool's directory.
-func (s *Spool) Dir() string { return s.dir }
-
 // Extent is [start, written): the bytes a reader may read.
 func (s *Spool) Extent() (start, written wal.LSN) {
 	s.mu.Lock()
