@@ -16,32 +16,42 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// Metadata keys set on every message (one message per WAL record).
+// Metadata keys set on every message (one message per WAL record): what
+// internal/msg names, under the input's historical Go names.
 const (
-	MetaLSN        = "wal_lsn"
-	MetaNextLSN    = "wal_next_lsn"
-	MetaXID        = "wal_xid"
-	MetaTopXID     = "wal_top_xid"
-	MetaRmgr       = "wal_rmgr"
-	MetaRecordType = "wal_record_type"
-	MetaPGMajor    = "pg_major"
-	MetaDeferred   = "walshadow_defer_catalog_decode"
-	MetaBoundary   = "walshadow_boundary"
+	MetaRecord     = msg.KeyRecord
+	MetaLSN        = msg.KeyWALLSN
+	MetaNextLSN    = msg.KeyWALNextLSN
+	MetaXID        = msg.KeyWALXID
+	MetaTopXID     = msg.KeyWALTopXID
+	MetaRmgr       = msg.KeyWALRmgr
+	MetaRecordType = msg.KeyWALRecordType
+	MetaPGMajor    = msg.KeyPGMajor
+	MetaDeferred   = msg.KeyDeferred
+	MetaBoundary   = msg.KeyBoundary
 
 	// Transaction metadata: every message belongs to one committed
 	// transaction, emitted whole and in commit order.
-	MetaCommitLSN  = "walshadow_commit_lsn"
-	MetaCommitNext = "walshadow_commit_next_lsn"
-	MetaTxTopXID   = "walshadow_top_xid"
-	MetaCommitTime = "walshadow_commit_time"
-	MetaTxLast     = "walshadow_tx_last"
-	MetaTxFirstLSN = "walshadow_tx_first_lsn"
-	MetaSeq        = "walshadow_seq"
-	MetaEpoch      = "walshadow_epoch"
+	MetaCommitLSN  = msg.KeyCommitLSN
+	MetaCommitNext = msg.KeyCommitNextLSN
+	MetaTxTopXID   = msg.KeyTopXID
+	MetaCommitTime = msg.KeyCommitTime
+	MetaTxLast     = msg.KeyTxLast
+	MetaTxFirstLSN = msg.KeyTxFirstLSN
+	MetaSeq        = msg.KeySeq
+	MetaEpoch      = msg.KeyEpoch
+)
+
+// fieldMetadata chooses the metadata set on each message.
+const (
+	fieldMetadata = "metadata"
+	metadataTyped = "typed"
+	metadataAll   = "all"
 )
 
 func inputSpec() *service.ConfigSpec {
@@ -55,7 +65,12 @@ the source wrote them. Row changes are buffered per transaction inside the
 session (spilling to `+"`state_dir/spill`"+` past `+"`transaction_buffer_bytes`"+`) and
 come out at their commit: the commit record first, then every row change of
 the transaction tree merged by LSN; aborted work and rolled-back savepoints
-never come out. A large transaction spans several batches. Metadata:
+never come out. A large transaction spans several batches.
+
+Metadata: `+"`walshadow_wal_record`"+` holds all of it as one typed value, what
+`+"`walshadow_decode`"+` reads (and `+"`walshadow_seq`"+`, `+"`walshadow_epoch`"+`
+and `+"`walshadow_boundary`"+` are always set). With `+"`metadata: all`"+` every
+value is set as a string too, for mappings and logs:
 
 - `+"`wal_lsn`"+`, `+"`wal_next_lsn`"+`: where the record starts, and where the next one does (PostgreSQL's EndRecPtr).
 - `+"`wal_xid`"+`, `+"`wal_top_xid`"+`: the (sub)transaction id, and the top-level one when the record names it.
@@ -80,6 +95,10 @@ restart, with its count.`).
 		Field(service.NewStringField(config.FieldSession).
 			Description("Label of the `walshadow` resource (the source session) to read.").
 			Example("main")).
+		Field(service.NewStringEnumField(fieldMetadata, metadataTyped, metadataAll).
+			Description("`typed`: the typed record value (and the batch position); `all`: every metadata key as a string as well (a map insert each per record, which costs throughput).").
+			Default(metadataTyped).
+			Advanced()).
 		Example("Minimal", "Stream a source and drop the records (a smoke test of the session).", `
 walshadow:
   - label: main
@@ -115,8 +134,10 @@ func newSessionResource(conf *service.ParsedConfig, mgr *service.Resources) (any
 
 type physicalWALInput struct {
 	label string
-	mgr   *service.Resources
-	sess  sessionReader
+	// allMeta sets every metadata key as a string (metadata: all).
+	allMeta bool
+	mgr     *service.Resources
+	sess    sessionReader
 
 	// Connect and ReadBatch run on one goroutine; mu guards the restart
 	// state all the same.
@@ -161,7 +182,11 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	if err != nil {
 		return nil, err
 	}
-	in := &physicalWALInput{label: label, mgr: mgr, restarts: newRestartPolicy(), sleep: sleep}
+	meta, err := conf.FieldString(fieldMetadata)
+	if err != nil {
+		return nil, err
+	}
+	in := &physicalWALInput{label: label, allMeta: meta == metadataAll, mgr: mgr, restarts: newRestartPolicy(), sleep: sleep}
 	var sess *session.Session
 	err = mgr.AccessCustomResource(context.Background(), config.ResourceType, label, func(v any) {
 		sess, _ = v.(*session.Session)
@@ -257,10 +282,22 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 	}
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
-	for _, it := range b.Items {
-		m := recordMessage(it)
-		m.MetaSetMut(MetaSeq, seq)
-		m.MetaSetMut(MetaEpoch, epoch)
+	recs := make([]msg.Record, len(b.Items))
+	var lastTx *session.TxInfo
+	var tx *msg.Tx
+	for i, it := range b.Items {
+		if it.Tx != lastTx {
+			lastTx, tx = it.Tx, txOf(it.Tx)
+		}
+		r := &recs[i]
+		recordMeta(r, it, tx)
+		r.Seq, r.Epoch = b.Seq, b.Epoch
+		m := service.NewMessage(it.Record.Raw)
+		msg.SetRecord(m, r, in.allMeta)
+		if !in.allMeta {
+			m.MetaSetMut(MetaSeq, seq)
+			m.MetaSetMut(MetaEpoch, epoch)
+		}
 		// The boundary rides its commit record, the first item of its
 		// transaction: the processor captures before decoding any row.
 		if tx := it.Tx; tx != nil && tx.Boundary != nil && it.Record.LSN == tx.CommitLSN {
@@ -289,32 +326,22 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 	}, nil
 }
 
-func recordMessage(it session.Item) *service.Message {
+// recordMeta fills r with the metadata of the record it carries, tx being
+// its transaction's (shared by the transaction's records).
+func recordMeta(r *msg.Record, it session.Item, tx *msg.Tx) {
 	rec := it.Record
-	m := service.NewMessage(rec.Raw)
-	m.MetaSetMut(MetaLSN, rec.LSN.String())
-	m.MetaSetMut(MetaNextLSN, rec.Next.String())
-	m.MetaSetMut(MetaXID, strconv.FormatUint(uint64(rec.Header.XID), 10))
-	if rec.TopLevelXID != 0 {
-		m.MetaSetMut(MetaTopXID, strconv.FormatUint(uint64(rec.TopLevelXID), 10))
+	*r = msg.Record{LSN: rec.LSN, Next: rec.Next, XID: rec.Header.XID, TopXID: rec.TopLevelXID,
+		Rmgr: rec.Header.RmID, Info: rec.Header.Info, PGMajor: rec.Layout.Major,
+		Deferred: it.Decision.DeferCatalogDecode, Tx: tx, Last: it.Last}
+}
+
+// txOf is the metadata of a session transaction (nil: none).
+func txOf(t *session.TxInfo) *msg.Tx {
+	if t == nil {
+		return nil
 	}
-	m.MetaSetMut(MetaRmgr, rec.Header.RmID.String())
-	m.MetaSetMut(MetaRecordType, wal.Identify(rec.Layout, rec.Header.RmID, rec.Header.Info))
-	m.MetaSetMut(MetaPGMajor, strconv.Itoa(rec.Layout.Major))
-	if it.Decision.DeferCatalogDecode {
-		m.MetaSetMut(MetaDeferred, "true")
-	}
-	if tx := it.Tx; tx != nil {
-		m.MetaSetMut(MetaCommitLSN, tx.CommitLSN.String())
-		m.MetaSetMut(MetaCommitNext, tx.CommitNext.String())
-		m.MetaSetMut(MetaTxTopXID, strconv.FormatUint(uint64(tx.TopXID), 10))
-		m.MetaSetMut(MetaCommitTime, tx.CommitTime.Format(time.RFC3339Nano))
-		m.MetaSetMut(MetaTxFirstLSN, tx.FirstLSN.String())
-	}
-	if it.Last {
-		m.MetaSetMut(MetaTxLast, "true")
-	}
-	return m
+	return &msg.Tx{TopXID: t.TopXID, CommitLSN: t.CommitLSN, CommitNext: t.CommitNext,
+		FirstLSN: t.FirstLSN, CommitTime: t.CommitTime}
 }
 
 // Close stops reading; the session itself is a resource Benthos closes at

@@ -14,10 +14,10 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 // The pgbench_accounts-shaped relation the benchmark replicates.
@@ -83,25 +83,23 @@ func pgbenchRows(n int) []pgbenchRow {
 // (processor.rowMessage): a structured payload of column values and the
 // change's metadata.
 func pgbenchMessages(rows []pgbenchRow) []*service.Message {
-	oid := strconv.Itoa(pgbenchOid)
-	version := pgbenchValidFrom.String()
+	rel := &msg.Relation{Schema: pgbenchSchema, Table: pgbenchTable, Oid: pgbenchOid, Key: []string{"aid"}}
 	msgs := make([]*service.Message, len(rows))
+	changes := make([]msg.Change, len(rows))
+	var tx *msg.Tx
 	for i := range rows {
 		r := &rows[i]
 		m := service.NewMessage(nil)
 		m.SetStructuredMut(map[string]any{
 			"aid": int64(r.aid), "bid": int64(r.bid), "abalance": int64(r.abalance), "filler": r.filler,
 		})
-		m.MetaSetMut(processor.MetaOperation, processor.OperationInsert)
-		m.MetaSetMut(processor.MetaSchema, pgbenchSchema)
-		m.MetaSetMut(processor.MetaTable, pgbenchTable)
-		m.MetaSetMut(processor.MetaRelationOid, oid)
-		m.MetaSetMut(processor.MetaKey, "aid")
-		m.MetaSetMut(processor.MetaLSN, r.lsn.String())
-		m.MetaSetMut(processor.MetaCommitLSN, r.commitLSN.String())
-		m.MetaSetMut(processor.MetaXID, strconv.FormatUint(uint64(r.xid), 10))
-		m.MetaSetMut(processor.MetaCommitTime, r.commitTime.Format(time.RFC3339Nano))
-		m.MetaSetMut(processor.MetaDescVersion, version)
+		if tx == nil || tx.CommitLSN != r.commitLSN {
+			tx = &msg.Tx{TopXID: r.xid, CommitLSN: r.commitLSN, CommitTime: r.commitTime}
+		}
+		c := &changes[i]
+		*c = msg.Change{Op: msg.OperationInsert, Rel: rel, LSN: r.lsn, Tx: tx, DescVersion: pgbenchValidFrom, RecordIndex: -1}
+		m.MetaSetMut(msg.KeyChange, c)
+		c.AppendStrings(false, func(k, v string) { m.MetaSetMut(k, v) })
 		msgs[i] = m
 	}
 	return msgs

@@ -11,8 +11,8 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 const eventsOid = 16500
@@ -33,18 +33,18 @@ func eventsDescriptor() desclog.Descriptor {
 func eventMessage(op string, lsn wal.LSN, index int, v int64, note string, keyChanged bool) *service.Message {
 	m := service.NewMessage(nil)
 	m.SetStructuredMut(map[string]any{"v": v, "note": note})
-	m.MetaSetMut(processor.MetaOperation, op)
-	m.MetaSetMut(processor.MetaSchema, "public")
-	m.MetaSetMut(processor.MetaTable, "events")
-	m.MetaSetMut(processor.MetaRelationOid, strconv.Itoa(eventsOid))
-	m.MetaSetMut(processor.MetaLSN, lsn.String())
-	m.MetaSetMut(processor.MetaCommitLSN, (lsn + 0x1000).String())
-	m.MetaSetMut(processor.MetaXID, "900")
-	m.MetaSetMut(processor.MetaCommitTime, time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339Nano))
-	m.MetaSetMut(processor.MetaDescVersion, pgbenchValidFrom.String())
-	m.MetaSetMut(processor.MetaRecordIndex, strconv.Itoa(index))
+	m.MetaSetMut(msg.KeyOperation, op)
+	m.MetaSetMut(msg.KeySchema, "public")
+	m.MetaSetMut(msg.KeyTable, "events")
+	m.MetaSetMut(msg.KeyRelationOid, strconv.Itoa(eventsOid))
+	m.MetaSetMut(msg.KeyLSN, lsn.String())
+	m.MetaSetMut(msg.KeyCommitLSN, (lsn + 0x1000).String())
+	m.MetaSetMut(msg.KeyXID, "900")
+	m.MetaSetMut(msg.KeyCommitTime, time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339Nano))
+	m.MetaSetMut(msg.KeyDescVersion, pgbenchValidFrom.String())
+	m.MetaSetMut(msg.KeyRecordIndex, strconv.Itoa(index))
 	if keyChanged {
-		m.MetaSetMut(processor.MetaKeyChanged, "true")
+		m.MetaSetMut(msg.KeyKeyChanged, "true")
 	}
 	return m
 }
@@ -59,13 +59,13 @@ func TestChangeLogReplayIsIdempotent(t *testing.T) {
 	batch := func() service.MessageBatch {
 		return service.MessageBatch{
 			// One multi-insert record: three images, two of them equal.
-			eventMessage(processor.OperationInsert, l1, 0, 1, "a", false),
-			eventMessage(processor.OperationInsert, l1, 1, 1, "a", false),
-			eventMessage(processor.OperationInsert, l1, 2, 2, "b", false),
+			eventMessage(msg.OperationInsert, l1, 0, 1, "a", false),
+			eventMessage(msg.OperationInsert, l1, 1, 1, "a", false),
+			eventMessage(msg.OperationInsert, l1, 2, 2, "b", false),
 			// One update under REPLICA IDENTITY FULL: the old image
 			// deleted, the new one inserted.
-			eventMessage(processor.OperationDelete, l2, 0, 1, "a", true),
-			eventMessage(processor.OperationUpdate, l2, 1, 3, "c", true),
+			eventMessage(msg.OperationDelete, l2, 0, 1, "a", true),
+			eventMessage(msg.OperationUpdate, l2, 1, 3, "c", true),
 		}
 	}
 	a := r.out.store.Get(eventsOid)
@@ -127,9 +127,9 @@ func TestChangeLogReplayOlderThanAgreement(t *testing.T) {
 	table := clickhouse.QuoteQualified(r.out.store.Get(eventsOid).Target)
 	// Rows decoded with the older shape (no x), as a replay delivers them.
 	batch := service.MessageBatch{
-		eventMessage(processor.OperationInsert, 0x3000000, 0, 7, "old", false),
-		eventMessage(processor.OperationDelete, 0x3000100, 0, 7, "old", true),
-		eventMessage(processor.OperationUpdate, 0x3000100, 1, 8, "new", true),
+		eventMessage(msg.OperationInsert, 0x3000000, 0, 7, "old", false),
+		eventMessage(msg.OperationDelete, 0x3000100, 0, 7, "old", true),
+		eventMessage(msg.OperationUpdate, 0x3000100, 1, 8, "new", true),
 	}
 	if err := r.out.WriteBatch(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -154,19 +154,19 @@ func itemsDescriptor() desclog.Descriptor {
 
 func itemMessage(op string, lsn wal.LSN, tid, oldTID string, v int64, note string, omitNote bool) *service.Message {
 	m := eventMessage(op, lsn, 0, v, note, false)
-	m.MetaSetMut(processor.MetaTable, "items")
-	m.MetaSetMut(processor.MetaRelationOid, strconv.Itoa(itemsOid))
-	m.MetaSetMut(processor.MetaFilenode, "16511")
-	m.MetaSetMut(processor.MetaTID, tid)
+	m.MetaSetMut(msg.KeyTable, "items")
+	m.MetaSetMut(msg.KeyRelationOid, strconv.Itoa(itemsOid))
+	m.MetaSetMut(msg.KeyFilenode, "16511")
+	m.MetaSetMut(msg.KeyTID, tid)
 	if oldTID != "" {
-		m.MetaSetMut(processor.MetaOldTID, oldTID)
+		m.MetaSetMut(msg.KeyOldTID, oldTID)
 	}
 	switch {
-	case op == processor.OperationDelete:
+	case op == msg.OperationDelete:
 		m.SetStructuredMut(map[string]any{}) // no replica identity: no old row
 	case omitNote:
 		m.SetStructuredMut(map[string]any{"v": v})
-		m.MetaSetMut(processor.MetaUnchangedToast, "note")
+		m.MetaSetMut(msg.KeyUnchangedToast, "note")
 	}
 	return m
 }
@@ -186,14 +186,14 @@ func TestPhysicalReplayIsIdempotent(t *testing.T) {
 	}
 	table := clickhouse.QuoteQualified(a.Target)
 	first := service.MessageBatch{
-		itemMessage(processor.OperationInsert, 0x3000000, "0:1", "", 1, "same", false),
-		itemMessage(processor.OperationInsert, 0x3000000, "0:2", "", 1, "same", false),
-		itemMessage(processor.OperationInsert, 0x3000000, "0:3", "", 2, "other", false),
+		itemMessage(msg.OperationInsert, 0x3000000, "0:1", "", 1, "same", false),
+		itemMessage(msg.OperationInsert, 0x3000000, "0:2", "", 1, "same", false),
+		itemMessage(msg.OperationInsert, 0x3000000, "0:3", "", 2, "other", false),
 	}
 	second := service.MessageBatch{
-		itemMessage(processor.OperationUpdate, 0x3000100, "0:4", "0:1", 5, "", true),
-		itemMessage(processor.OperationDelete, 0x3000200, "0:2", "", 0, "", false),
-		itemMessage(processor.OperationUpdate, 0x3000300, "1:1", "0:4", 6, "", true),
+		itemMessage(msg.OperationUpdate, 0x3000100, "0:4", "0:1", 5, "", true),
+		itemMessage(msg.OperationDelete, 0x3000200, "0:2", "", 0, "", false),
+		itemMessage(msg.OperationUpdate, 0x3000300, "1:1", "0:4", 6, "", true),
 	}
 	contents := func() string {
 		return strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT _block, _offset, v, note FROM "+table+
@@ -235,15 +235,15 @@ func docsDescriptor() desclog.Descriptor {
 
 func docMessage(op string, lsn, commit wal.LSN, index int, id int64, note string, omitNote, keyChanged bool) *service.Message {
 	m := eventMessage(op, lsn, index, 0, "", keyChanged)
-	m.MetaSetMut(processor.MetaTable, "docs")
-	m.MetaSetMut(processor.MetaRelationOid, strconv.Itoa(docsOid))
-	m.MetaSetMut(processor.MetaCommitLSN, commit.String())
+	m.MetaSetMut(msg.KeyTable, "docs")
+	m.MetaSetMut(msg.KeyRelationOid, strconv.Itoa(docsOid))
+	m.MetaSetMut(msg.KeyCommitLSN, commit.String())
 	switch {
-	case op == processor.OperationDelete:
+	case op == msg.OperationDelete:
 		m.SetStructuredMut(map[string]any{"id": id})
 	case omitNote:
 		m.SetStructuredMut(map[string]any{"id": id})
-		m.MetaSetMut(processor.MetaUnchangedToast, "note")
+		m.MetaSetMut(msg.KeyUnchangedToast, "note")
 	default:
 		m.SetStructuredMut(map[string]any{"id": id, "note": note})
 	}
@@ -266,25 +266,25 @@ func TestKeyedReplayAtEveryKillPoint(t *testing.T) {
 	const c1, c2, c3 = wal.LSN(0x3001000), wal.LSN(0x3002000), wal.LSN(0x3003000)
 	changes := service.MessageBatch{
 		// Transaction 1: insert, two updates leaving note out.
-		docMessage(processor.OperationInsert, 0x3000100, c1, 0, 1, "big text", false, false),
-		docMessage(processor.OperationUpdate, 0x3000200, c1, 0, 1, "", true, false),
-		docMessage(processor.OperationUpdate, 0x3000300, c1, 0, 1, "", true, false),
+		docMessage(msg.OperationInsert, 0x3000100, c1, 0, 1, "big text", false, false),
+		docMessage(msg.OperationUpdate, 0x3000200, c1, 0, 1, "", true, false),
+		docMessage(msg.OperationUpdate, 0x3000300, c1, 0, 1, "", true, false),
 		// Transaction 2: the key changes (1 → 2, note left out), then 2
 		// is updated again and deleted.
-		docMessage(processor.OperationDelete, 0x3001100, c2, 0, 1, "", false, true),
-		docMessage(processor.OperationUpdate, 0x3001100, c2, 1, 2, "", true, true),
-		docMessage(processor.OperationUpdate, 0x3001200, c2, 0, 2, "", true, false),
-		docMessage(processor.OperationDelete, 0x3001300, c2, 0, 2, "", false, false),
+		docMessage(msg.OperationDelete, 0x3001100, c2, 0, 1, "", false, true),
+		docMessage(msg.OperationUpdate, 0x3001100, c2, 1, 2, "", true, true),
+		docMessage(msg.OperationUpdate, 0x3001200, c2, 0, 2, "", true, false),
+		docMessage(msg.OperationDelete, 0x3001300, c2, 0, 2, "", false, false),
 		// Transaction 3: 2 comes back, then is updated leaving note out.
-		docMessage(processor.OperationInsert, 0x3002100, c3, 0, 2, "again", false, false),
-		docMessage(processor.OperationUpdate, 0x3002200, c3, 0, 2, "", true, false),
+		docMessage(msg.OperationInsert, 0x3002100, c3, 0, 2, "again", false, false),
+		docMessage(msg.OperationUpdate, 0x3002200, c3, 0, 2, "", true, false),
 	}
 	contents := func() string {
 		return strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT id, note FROM "+table+" FINAL WHERE _is_deleted = 0 ORDER BY id FORMAT CSV"))
 	}
 	const want = "2,\"again\""
 	ctx := context.Background()
-	lsnOf := func(m *service.Message) string { s, _ := m.MetaGet(processor.MetaLSN); return s }
+	lsnOf := func(m *service.Message) string { s, _ := m.MetaGet(msg.KeyLSN); return s }
 	for kill := 0; kill <= len(changes); kill++ {
 		if kill > 0 && kill < len(changes) && lsnOf(changes[kill-1]) == lsnOf(changes[kill]) {
 			continue // one record's changes are delivered, and inserted, together
@@ -303,7 +303,7 @@ func TestKeyedReplayAtEveryKillPoint(t *testing.T) {
 		r.out.writtenBefore = 0
 		if kill > 0 {
 			r.out.writtenBefore = wal.LSN(0)
-			if s, ok := changes[kill-1].MetaGet(processor.MetaCommitLSN); ok {
+			if s, ok := changes[kill-1].MetaGet(msg.KeyCommitLSN); ok {
 				r.out.writtenBefore, _ = wal.ParseLSN(s)
 			}
 		}
@@ -328,20 +328,20 @@ func TestPhysicalReplayAfterTruncate(t *testing.T) {
 	r := newPgbenchRig(t, "walshadow_physical_truncate", itemsDescriptor())
 	table := clickhouse.QuoteQualified(r.out.store.Get(itemsOid).Target)
 	onFilenode := func(m *service.Message, fn string) *service.Message {
-		m.MetaSetMut(processor.MetaFilenode, fn)
+		m.MetaSetMut(msg.KeyFilenode, fn)
 		return m
 	}
 	before := service.MessageBatch{
-		itemMessage(processor.OperationInsert, 0x3000000, "0:1", "", 1, "old", false),
-		itemMessage(processor.OperationInsert, 0x3000000, "0:2", "", 2, "old", false),
+		itemMessage(msg.OperationInsert, 0x3000000, "0:1", "", 1, "old", false),
+		itemMessage(msg.OperationInsert, 0x3000000, "0:2", "", 2, "old", false),
 	}
-	truncate := eventMessage(processor.OperationTruncate, 0x3000100, 0, 0, "", false)
-	truncate.MetaSetMut(processor.MetaTable, "items")
-	truncate.MetaSetMut(processor.MetaRelationOid, strconv.Itoa(itemsOid))
+	truncate := eventMessage(msg.OperationTruncate, 0x3000100, 0, 0, "", false)
+	truncate.MetaSetMut(msg.KeyTable, "items")
+	truncate.MetaSetMut(msg.KeyRelationOid, strconv.Itoa(itemsOid))
 	after := service.MessageBatch{
 		truncate,
-		onFilenode(itemMessage(processor.OperationInsert, 0x3000200, "0:1", "", 3, "new", false), "16600"),
-		onFilenode(itemMessage(processor.OperationUpdate, 0x3000300, "0:2", "0:1", 4, "newer", false), "16600"),
+		onFilenode(itemMessage(msg.OperationInsert, 0x3000200, "0:1", "", 3, "new", false), "16600"),
+		onFilenode(itemMessage(msg.OperationUpdate, 0x3000300, "0:2", "0:1", 4, "newer", false), "16600"),
 	}
 	contents := func() string {
 		return strings.TrimSpace(r.ch.HTTPQuery(t, "SELECT _filenode, _block, _offset, v, note FROM "+table+

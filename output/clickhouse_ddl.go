@@ -440,7 +440,6 @@ type chOutput struct {
 	store  *clickhouse.Store
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
-	meta   metaParser             // row metadata, consecutive rows' shared values parsed once
 	// writtenBefore: transactions committed below it are applied
 	// (written.json); replays of them are skipped.
 	writtenBefore wal.LSN

@@ -34,7 +34,6 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 // OnError is what a table that cannot take a change does.
@@ -284,7 +283,7 @@ func (o *chOutput) planReload(d *desclog.Descriptor, prev *clickhouse.Agreed, re
 // in the batch): the relation fails like any table that cannot take a
 // change.
 func (o *chOutput) applyFail(ctx context.Context, m *service.Message, c change) error {
-	reason, _ := m.MetaGet(processor.MetaError)
+	reason := c.meta.Error
 	if reason == "" {
 		reason = "the processor could not decode it"
 	}

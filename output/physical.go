@@ -2,12 +2,11 @@ package output
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
-	"github.com/walshadow/walshadow/processor"
+	"github.com/walshadow/walshadow/internal/msg"
 )
 
 // A relation without a replica identity key lands in a LayoutPhysical
@@ -40,22 +39,14 @@ type rowIdentity struct {
 // the table's generation.
 func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change) (rowIdentity, error) {
 	var id rowIdentity
-	fn, _ := m.MetaGet(processor.MetaFilenode)
-	v, err := strconv.ParseUint(fn, 10, 32)
-	if err != nil {
-		return id, fmt.Errorf("%s of %s at %s: metadata %s %q: %w (a table without a key is keyed by its rows' physical identity)", c.op, ts.label, c.lsn, processor.MetaFilenode, fn, err)
+	mc := c.meta
+	if mc.Filenode == 0 || !mc.TID.Valid() || c.op == msg.OperationUpdate && !mc.OldTID.Valid() {
+		return id, fmt.Errorf("%s of %s at %s: no physical identity (metadata %s, %s, and %s for an update): a table without a key is keyed by its rows' physical identity",
+			c.op, ts.label, c.lsn, msg.KeyFilenode, msg.KeyTID, msg.KeyOldTID)
 	}
-	id.filenode = uint32(v)
-	tid, _ := m.MetaGet(processor.MetaTID)
-	if id.block, id.off, err = processor.ParseTID(tid); err != nil {
-		return id, fmt.Errorf("%s of %s at %s: metadata %s: %w", c.op, ts.label, c.lsn, processor.MetaTID, err)
-	}
-	if c.op == processor.OperationUpdate {
-		old, _ := m.MetaGet(processor.MetaOldTID)
-		if id.oldBlock, id.oldOff, err = processor.ParseTID(old); err != nil {
-			return id, fmt.Errorf("update of %s at %s: metadata %s: %w", ts.label, c.lsn, processor.MetaOldTID, err)
-		}
-		id.hasOld = true
+	id.filenode, id.block, id.off = mc.Filenode, mc.TID.Block, mc.TID.Off
+	if c.op == msg.OperationUpdate {
+		id.oldBlock, id.oldOff, id.hasOld = mc.OldTID.Block, mc.OldTID.Off, true
 	}
 	switch a := ts.agreed; {
 	case a.Filenode == id.filenode:
@@ -63,7 +54,7 @@ func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change
 		// Replayed from before the table's generation began (a TRUNCATE,
 		// a reload published since): superseded.
 		id.stale = true
-	case a.Filenode == 0 && (c.op == processor.OperationInsert || o.loads.loading(c.oid)):
+	case a.Filenode == 0 && (c.op == msg.OperationInsert || o.loads.loading(c.oid)):
 		// An empty table takes its first row's generation; a table being
 		// loaded, the stream's (its load's must be the same to publish).
 		next := a.Clone()

@@ -14,7 +14,6 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 // defaultDatabase is the target database of tables without their own.
@@ -192,7 +191,7 @@ func ddlKind(s string) string {
 
 // applyEvent applies a schema event after every earlier row is durable.
 func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change) error {
-	event, _ := m.MetaGet(processor.MetaEvent)
+	event := c.meta.Event
 	log := o.sess.DescLog()
 	if log == nil {
 		return errors.New("the session's descriptor log is not open")

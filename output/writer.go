@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/shopspring/decimal"
 
-	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 // change is one row message's parsed metadata.
@@ -34,83 +32,24 @@ type change struct {
 	// recordIndex is the change's position among its WAL record's
 	// changes; -1 when the metadata is absent.
 	recordIndex int
+	// meta is the whole of the change's metadata (event, error, physical
+	// identity).
+	meta *msg.Change
 }
 
-// metaParser parses row metadata, reusing the last parse of the values
-// consecutive rows share (a transaction's xid, commit time, descriptor
-// version and relation): the strings compare equal, the work is skipped.
-type metaParser struct {
-	oidText, versionText, xidText, timeText string
-	commitText                              string
-	commit                                  wal.LSN
-	oid                                     uint32
-	version                                 wal.LSN
-	xid                                     uint32
-	commitTime                              time.Time
-}
-
-func (p *metaParser) parse(m *service.Message) (c change, err error) {
-	meta := func(k string) string { v, _ := m.MetaGet(k); return v }
-	c.op = meta(processor.MetaOperation)
-	if s := meta(processor.MetaRelationOid); s != p.oidText || s == "" {
-		oid, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w (is walshadow_decode before this output?)", processor.MetaRelationOid, err)
-		}
-		p.oidText, p.oid = s, uint32(oid)
+// changeOf reads a message's change metadata: the processor's typed value,
+// or the strings of a message made otherwise.
+func changeOf(m *service.Message) (change, error) {
+	mc, err := msg.ChangeOf(m)
+	if err != nil {
+		return change{}, err
 	}
-	c.oid = p.oid
-	if c.lsn, err = wal.ParseLSN(meta(processor.MetaLSN)); err != nil {
-		return c, fmt.Errorf("metadata %s: %w", processor.MetaLSN, err)
+	if mc.Rel == nil || mc.Tx == nil {
+		return change{}, fmt.Errorf("%s change at %s without its relation or transaction metadata", mc.Op, mc.LSN)
 	}
-	if s := meta(processor.MetaCommitLSN); s != p.commitText || s == "" {
-		v, err := wal.ParseLSN(s)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitLSN, err)
-		}
-		p.commitText, p.commit = s, v
-	}
-	c.commitLSN = p.commit
-	if c.op == processor.OperationSchema || c.op == processor.OperationFail {
-		return c, nil
-	}
-	if s := meta(processor.MetaDescVersion); s != p.versionText || s == "" {
-		v, err := wal.ParseLSN(s)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w", processor.MetaDescVersion, err)
-		}
-		p.versionText, p.version = s, v
-	}
-	c.version = p.version
-	if s := meta(processor.MetaXID); s != p.xidText || s == "" {
-		xid, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w", processor.MetaXID, err)
-		}
-		p.xidText, p.xid = s, uint32(xid)
-	}
-	c.xid = p.xid
-	if s := meta(processor.MetaCommitTime); s != p.timeText || s == "" {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w", processor.MetaCommitTime, err)
-		}
-		p.timeText, p.commitTime = s, t
-	}
-	c.commitTime = p.commitTime
-	c.keyChanged = meta(processor.MetaKeyChanged) == "true"
-	c.recordIndex = -1
-	if s := meta(processor.MetaRecordIndex); s != "" {
-		n, err := strconv.ParseUint(s, 10, 31)
-		if err != nil {
-			return c, fmt.Errorf("metadata %s: %w", processor.MetaRecordIndex, err)
-		}
-		c.recordIndex = int(n)
-	}
-	if s := meta(processor.MetaUnchangedToast); s != "" {
-		c.omitted = strings.Split(s, ",")
-	}
-	return c, nil
+	return change{op: mc.Op, oid: mc.Rel.Oid, lsn: mc.LSN, version: mc.DescVersion, xid: mc.Tx.TopXID,
+		commitTime: mc.Tx.CommitTime, commitLSN: mc.Tx.CommitLSN, keyChanged: mc.KeyChanged,
+		omitted: mc.UnchangedToast, recordIndex: mc.RecordIndex, meta: mc}, nil
 }
 
 // WriteBatch applies one batch: rows into their tables' pending blocks,
@@ -187,23 +126,31 @@ func (o *chOutput) unavailable(ctx context.Context, err error) bool {
 // said), and whether any of them belongs to a run that stopped (benthos'
 // batching policy may merge batches of two runs).
 func (o *chOutput) batchEpoch(batch service.MessageBatch) (newest uint64, stale bool) {
-	last := ""
+	var last uint64
 	for _, m := range batch {
-		s, _ := m.MetaGet(input.MetaEpoch)
-		if s == last || s == "" {
+		n := messageEpoch(m)
+		if n == last || n == 0 {
 			continue
 		}
-		last = s
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			continue // parse reports the metadata it needs
-		}
+		last = n
 		newest = max(newest, n)
 		if n <= o.fenced || !o.sess.Live(n) {
 			stale = true
 		}
 	}
 	return newest, stale
+}
+
+// messageEpoch is the session run a message was decoded in (0: not said).
+func messageEpoch(m *service.Message) uint64 {
+	if v, ok := m.MetaGetMut(msg.KeyChange); ok {
+		if c, ok := v.(*msg.Change); ok {
+			return c.Epoch
+		}
+	}
+	s, _ := m.MetaGet(msg.KeyEpoch)
+	n, _ := strconv.ParseUint(s, 10, 64) // changeOf reports what it lacks
+	return n
 }
 
 func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) error {
@@ -217,7 +164,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 			// count as written (the session restarts from its resume point).
 			return fmt.Errorf("a message reached the output with a processing error: %w", err)
 		}
-		c, err := o.meta.parse(m)
+		c, err := changeOf(m)
 		if err != nil {
 			return err
 		}
@@ -228,7 +175,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 		// An error of one table fails that table (contain); the batch goes
 		// on unless it concerns every table.
 		switch c.op {
-		case processor.OperationSchema:
+		case msg.OperationSchema:
 			if err := o.flushAll(ctx); err != nil {
 				return err
 			}
@@ -237,7 +184,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 					return err
 				}
 			}
-		case processor.OperationTruncate:
+		case msg.OperationTruncate:
 			if err := o.flushAll(ctx); err != nil {
 				return err
 			}
@@ -247,9 +194,9 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 				}
 			}
 			last = c.commitTime
-		case processor.OperationInsert, processor.OperationUpdate, processor.OperationDelete:
+		case msg.OperationInsert, msg.OperationUpdate, msg.OperationDelete:
 			var pair *service.Message
-			if c.keyChanged && prev != nil && prevChange.op == processor.OperationDelete &&
+			if c.keyChanged && prev != nil && prevChange.op == msg.OperationDelete &&
 				prevChange.oid == c.oid && prevChange.lsn == c.lsn {
 				pair = prev
 			}
@@ -259,13 +206,13 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 				}
 			}
 			last = c.commitTime
-		case processor.OperationFail:
+		case msg.OperationFail:
 			// The processor could not decode this relation's change.
 			if err := o.applyFail(ctx, m, c); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("message at %s: unknown %s %q", c.lsn, processor.MetaOperation, c.op)
+			return fmt.Errorf("message at %s: unknown %s %q", c.lsn, msg.KeyOperation, c.op)
 		}
 		prev, prevChange = m, c
 	}
@@ -402,7 +349,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		row[idx], filled[idx] = cv, true
 		size += valueSize(cv)
 	}
-	isDelete := c.op == processor.OperationDelete
+	isDelete := c.op == msg.OperationDelete
 	if ts.layout == clickhouse.LayoutPhysical {
 		ts.setTID(row, id.filenode, id.block, id.off)
 		for i := ts.fileIdx; i < ts.fileIdx+3; i++ {
@@ -483,7 +430,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		// (_lsn, _seq) names the image: a replay after a restart writes
 		// the same pair, and the change-log row replaces itself.
 		if c.recordIndex < 0 {
-			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, processor.MetaRecordIndex)
+			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, msg.KeyRecordIndex)
 		}
 		row[ts.seqIdx] = uint32(c.recordIndex)
 	}

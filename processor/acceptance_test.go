@@ -16,6 +16,7 @@ import (
 	_ "github.com/walshadow/walshadow/input"
 	_ "github.com/walshadow/walshadow/processor"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/rowmodel"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
@@ -42,18 +43,7 @@ func newModelConsumer(journal *rowmodel.Journal) *modelConsumer {
 // structured for row and schema messages (raw WAL records passing through
 // keep no payload).
 func toModelMessage(m *service.Message) (rowmodel.Message, error) {
-	out := rowmodel.Message{Meta: map[string]string{}}
-	err := m.MetaWalkMut(func(k string, v any) error {
-		if s, ok := v.(string); ok {
-			out.Meta[k] = s
-		} else {
-			out.Meta[k] = fmt.Sprint(v)
-		}
-		return nil
-	})
-	if err != nil {
-		return out, err
-	}
+	out := rowmodel.Message{Meta: msg.Strings(m)}
 	if out.Meta[rowmodel.MetaOperation] == "" {
 		return out, nil
 	}

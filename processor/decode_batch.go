@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -12,6 +11,7 @@ import (
 	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -24,13 +24,16 @@ type txMeta struct {
 	commitNext wal.LSN
 	commitTime time.Time
 
-	// Boxed once: every row of the transaction carries them as metadata.
-	xidText, commitLSNText, commitTimeText any
+	// tx is every change's typed transaction; commitLSNText its boxed
+	// commit LSN, a routing string of every row.
+	tx            *msg.Tx
+	commitLSNText any
 }
 
 // batchOut collects one input batch's output in order: schema events sit
 // before the rows decoded after them.
 type batchOut struct {
+	epoch  uint64 // the session run the batch belongs to
 	rows   []decode.RowChange
 	rowTx  []*txMeta
 	events []placedEvent
@@ -41,24 +44,28 @@ type placedEvent struct {
 	msg    *service.Message
 }
 
-func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.MessageBatch) (service.MessageBatch, error) {
+func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.MessageBatch, epoch uint64) (service.MessageBatch, error) {
 	if !p.preflown {
 		p.preflown = true
 		p.preflight()
 	}
-	out := &batchOut{rows: p.rows[:0]}
+	out := &batchOut{rows: p.rows[:0], epoch: epoch}
 	var rec wal.Record
 	for _, m := range batch {
-		pos, err := readPosition(m)
+		r, err := msg.RecordOf(m)
 		if err != nil {
 			return nil, err
 		}
-		layout, err := p.layoutFor(m)
+		if r.Tx == nil {
+			return nil, fmt.Errorf("record at %s without its transaction's metadata: walshadow_decode reads the pg_physical_wal input's messages", r.LSN)
+		}
+		pos := position{lsn: r.LSN, next: r.Next, commitLSN: r.Tx.CommitLSN, commitNext: r.Tx.CommitNext}
+		layout, err := p.layoutFor(r.PGMajor)
 		if err != nil {
 			return nil, err
 		}
 		if pos.lsn == pos.commitLSN {
-			if err := p.beginTx(ctx, m, pos, out); err != nil {
+			if err := p.beginTx(ctx, m, r, pos, out); err != nil {
 				return nil, err
 			}
 		} else {
@@ -73,15 +80,14 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 				return nil, fmt.Errorf("decoding the record at %s: %w", pos.lsn, err)
 			}
 			rec.Next = pos.next
-			_, deferred := m.MetaGet(input.MetaDeferred)
 			n := len(out.rows)
-			out.rows, err = p.tx.Add(out.rows, &rec, deferred)
+			out.rows, err = p.tx.Add(out.rows, &rec, r.Deferred)
 			if err != nil {
 				return nil, fmt.Errorf("transaction %d (commit %s): %w", p.txMeta.topXID, p.txMeta.commitLSN, err)
 			}
 			out.tagRows(n, &p.txMeta)
 		}
-		if _, last := m.MetaGet(input.MetaTxLast); last {
+		if r.Last {
 			n := len(out.rows)
 			var err error
 			out.rows, err = p.tx.Finish(out.rows)
@@ -117,35 +123,9 @@ type position struct {
 	lsn, next, commitLSN, commitNext wal.LSN
 }
 
-func readPosition(m *service.Message) (position, error) {
-	var pos position
-	for _, f := range []struct {
-		key string
-		dst *wal.LSN
-	}{
-		{input.MetaLSN, &pos.lsn}, {input.MetaNextLSN, &pos.next},
-		{input.MetaCommitLSN, &pos.commitLSN}, {input.MetaCommitNext, &pos.commitNext},
-	} {
-		v, ok := m.MetaGet(f.key)
-		if !ok {
-			return pos, fmt.Errorf("message without %s metadata: walshadow_decode reads the pg_physical_wal input's messages", f.key)
-		}
-		lsn, err := wal.ParseLSN(v)
-		if err != nil {
-			return pos, fmt.Errorf("metadata %s: %w", f.key, err)
-		}
-		*f.dst = lsn
-	}
-	return pos, nil
-}
-
-func (p *decodeProcessor) layoutFor(m *service.Message) (*wal.Layout, error) {
-	v, _ := m.MetaGet(input.MetaPGMajor)
-	major, err := strconv.Atoi(v)
-	if err != nil {
-		return nil, fmt.Errorf("metadata %s %q: %w", input.MetaPGMajor, v, err)
-	}
+func (p *decodeProcessor) layoutFor(major int) (*wal.Layout, error) {
 	if p.layout == nil || p.layoutFrom != major {
+		var err error
 		if p.layout, err = wal.LayoutForMajor(major); err != nil {
 			return nil, err
 		}
@@ -156,23 +136,14 @@ func (p *decodeProcessor) layoutFor(m *service.Message) (*wal.Layout, error) {
 
 // beginTx starts a transaction at its commit record: a catalog boundary is
 // captured (its schema events go out first), then rows decode.
-func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos position, out *batchOut) error {
-	xidText, _ := m.MetaGet(input.MetaTxTopXID)
-	xid, err := strconv.ParseUint(xidText, 10, 32)
-	if err != nil {
-		return fmt.Errorf("metadata %s %q: %w", input.MetaTxTopXID, xidText, err)
-	}
+func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *msg.Record, pos position, out *batchOut) error {
+	xid := r.Tx.TopXID
 	if p.tx != nil {
 		return fmt.Errorf("transaction %d (commit %s) began before transaction %d (commit %s) ended",
 			xid, pos.commitLSN, p.txMeta.topXID, p.txMeta.commitLSN)
 	}
-	timeText, _ := m.MetaGet(input.MetaCommitTime)
-	ct, err := time.Parse(time.RFC3339Nano, timeText)
-	if err != nil {
-		return fmt.Errorf("metadata %s %q: %w", input.MetaCommitTime, timeText, err)
-	}
-	p.txMeta = txMeta{topXID: uint32(xid), commitLSN: pos.commitLSN, commitNext: pos.commitNext, commitTime: ct,
-		xidText: xidText, commitLSNText: pos.commitLSN.String(), commitTimeText: timeText}
+	p.txMeta = txMeta{topXID: xid, commitLSN: pos.commitLSN, commitNext: pos.commitNext, commitTime: r.Tx.CommitTime,
+		tx: r.Tx, commitLSNText: pos.commitLSN.String()}
 	if _, ok := m.MetaGetMut(input.MetaBoundary); ok {
 		start := time.Now()
 		events, err := p.sess.BoundaryEvents(ctx, pos.next)
@@ -187,7 +158,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 			if d := events[i].Desc; d == nil || d.Kind != 'r' && d.Kind != 'p' {
 				continue
 			}
-			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i])})
+			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i], out.epoch)})
 			p.warnIdentity(events[i].Desc)
 		}
 	}
@@ -199,7 +170,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, pos p
 	// this transaction's decoding: it reads the log as it stood at its own
 	// commit, exactly what an in-order capture would have shown it.
 	p.tx = decode.NewTx(log.AsOf(pos.commitNext), decode.Commit{TopXID: uint32(xid), LSN: pos.commitLSN, NextLSN: pos.commitNext,
-		Time: ct, DbOid: log.Identity().DbOid}, p.opts)
+		Time: r.Tx.CommitTime, DbOid: log.Identity().DbOid}, p.opts)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/processor"
 )
@@ -30,11 +31,7 @@ func (c *rawConsumer) consume(_ context.Context, batch service.MessageBatch) err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range batch {
-		meta := map[string]string{}
-		_ = m.MetaWalk(func(k, v string) error {
-			meta[k] = v
-			return nil
-		})
+		meta := msg.Strings(m)
 		op := meta[processor.MetaOperation]
 		if op == "" || op == processor.OperationSchema {
 			continue
@@ -181,7 +178,7 @@ CREATE TABLE id_marker (id int PRIMARY KEY, token text)`)
 				state = map[string]string{}
 			}
 			if op == processor.OperationUpdate || op == processor.OperationInsert || op == processor.OperationDelete {
-				if _, _, err := processor.ParseTID(m.meta[processor.MetaTID]); err != nil {
+				if _, err := msg.ParseTID(m.meta[processor.MetaTID]); err != nil {
 					t.Errorf("%s: %v", tbl, err)
 				}
 			}

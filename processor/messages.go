@@ -2,119 +2,59 @@ package processor
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"unsafe"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// Metadata keys of the messages walshadow_decode emits.
+// Metadata keys of the messages walshadow_decode emits: what internal/msg
+// names, under the processor's historical Go names.
 const (
-	MetaOperation      = "walshadow_operation"
-	MetaEvent          = "walshadow_event"
-	MetaSchema         = "walshadow_schema"
-	MetaTable          = "walshadow_table"
-	MetaRelationOid    = "walshadow_relation_oid"
-	MetaLSN            = "walshadow_lsn"
-	MetaCommitLSN      = "walshadow_commit_lsn"
-	MetaXID            = "walshadow_xid"
-	MetaCommitTime     = "walshadow_commit_time"
-	MetaDescVersion    = "walshadow_descriptor_version"
-	MetaKey            = "walshadow_key"
-	MetaUnchangedToast = "walshadow_unchanged_toast"
-	MetaKeyChanged     = "walshadow_key_changed"
-	MetaRecordIndex    = "walshadow_record_index"
-	// MetaTID is the tuple a row change leaves live, "block:offset" (see
-	// FormatTID): the inserted tuple, the new version of an update, the
-	// deleted tuple (for the delete half of a key change, the old version).
-	MetaTID = "walshadow_tid"
-	// MetaOldTID is the version an update replaced, "block:offset"
-	// (updates only).
-	MetaOldTID = "walshadow_old_tid"
-	// MetaFilenode is the relfilenode of the heap the change was written
-	// to, in decimal: the table's storage generation (TRUNCATE, VACUUM
-	// FULL, CLUSTER and rewrites start a new one).
-	MetaFilenode = "walshadow_filenode"
-	// MetaError is why a table failed (OperationFail only): it names the
-	// LSN, the relation and the column at fault.
-	MetaError           = "walshadow_error"
-	OperationInsert     = "insert"
-	OperationUpdate     = "update"
-	OperationDelete     = "delete"
-	OperationTruncate   = "truncate"
-	OperationSchema     = "schema"
-	OperationFail       = "fail"
-	EventTruncate       = "truncate"
+	MetaChange         = msg.KeyChange
+	MetaOperation      = msg.KeyOperation
+	MetaEvent          = msg.KeyEvent
+	MetaSchema         = msg.KeySchema
+	MetaTable          = msg.KeyTable
+	MetaRelationOid    = msg.KeyRelationOid
+	MetaLSN            = msg.KeyLSN
+	MetaCommitLSN      = msg.KeyCommitLSN
+	MetaXID            = msg.KeyXID
+	MetaCommitTime     = msg.KeyCommitTime
+	MetaDescVersion    = msg.KeyDescVersion
+	MetaKey            = msg.KeyKey
+	MetaUnchangedToast = msg.KeyUnchangedToast
+	MetaKeyChanged     = msg.KeyKeyChanged
+	MetaRecordIndex    = msg.KeyRecordIndex
+	MetaTID            = msg.KeyTID
+	MetaOldTID         = msg.KeyOldTID
+	MetaFilenode       = msg.KeyFilenode
+	MetaError          = msg.KeyError
+	OperationInsert    = msg.OperationInsert
+	OperationUpdate    = msg.OperationUpdate
+	OperationDelete    = msg.OperationDelete
+	OperationTruncate  = msg.OperationTruncate
+	OperationSchema    = msg.OperationSchema
+	OperationFail      = msg.OperationFail
+	EventTruncate      = msg.EventTruncate
+
 	schemaPayloadFormat = 1
 )
-
-// maxTIDLen is the longest FormatTID text: "4294967295:65535".
-const maxTIDLen = 16
-
-// AppendTID appends a tuple identity's text, "block:offset" in decimal
-// (block 0..4294967295, offset 1..65535), to dst.
-func AppendTID(dst []byte, block uint32, off uint16) []byte {
-	dst = strconv.AppendUint(dst, uint64(block), 10)
-	dst = append(dst, ':')
-	return strconv.AppendUint(dst, uint64(off), 10)
-}
-
-// FormatTID is a tuple identity's metadata text (MetaTID, MetaOldTID):
-// "block:offset" in decimal, e.g. "0:1".
-func FormatTID(block uint32, off uint16) string {
-	return string(AppendTID(make([]byte, 0, maxTIDLen), block, off))
-}
-
-// ParseTID reads FormatTID's text back. It accepts only the canonical form
-// (decimal digits without sign, spaces or leading zeros) and an offset of at
-// least 1, so ParseTID and FormatTID round-trip both ways.
-func ParseTID(s string) (block uint32, off uint16, err error) {
-	b, o, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("tuple identity %q: want block:offset", s)
-	}
-	bv, ok1 := parseCanonicalUint(b, 1<<32-1)
-	ov, ok2 := parseCanonicalUint(o, 1<<16-1)
-	if !ok1 || !ok2 || ov == 0 {
-		return 0, 0, fmt.Errorf("tuple identity %q: want block:offset, block 0..4294967295 and offset 1..65535 in decimal", s)
-	}
-	return uint32(bv), uint16(ov), nil
-}
-
-// parseCanonicalUint parses decimal digits with no sign and no leading
-// zero, up to max.
-func parseCanonicalUint(s string, max uint64) (uint64, bool) {
-	if s == "" || len(s) > 1 && s[0] == '0' || len(s) > 10 {
-		return 0, false
-	}
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	return v, v <= max
-}
 
 // messages builds the output of one batch, events placed before the rows
 // decoded after them.
 func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
+	changes := make([]msg.Change, len(o.rows))
 	ev, index := 0, 0
 	for i := range o.rows {
 		for ev < len(o.events) && o.events[ev].before <= i {
 			out = append(out, o.events[ev].msg)
 			ev++
 		}
-		m := p.rowMessage(&o.rows[i], o.rowTx[i])
 		// The change's position among the changes of its WAL record (a
 		// multi-insert's tuples, an update's delete and insert halves): a
 		// record is decoded whole within one batch, so a replay numbers
@@ -124,14 +64,13 @@ func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 		} else {
 			index = 0
 		}
-		m.MetaSetMut(MetaRecordIndex, p.text.index(index))
-		if keyChange(o.rows, i) {
-			// The delete of the old key and the update that follows it: a
-			// consumer carries the update's unchanged TOAST columns over
-			// from the deleted row (PostgreSQL logged only the old key).
-			m.MetaSetMut(MetaKeyChanged, "true")
-		}
-		out = append(out, m)
+		c := &changes[i]
+		c.RecordIndex = index
+		// The delete of the old key and the update that follows it: a
+		// consumer carries the update's unchanged TOAST columns over from
+		// the deleted row (PostgreSQL logged only the old key).
+		c.KeyChanged = keyChange(o.rows, i)
+		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i], c, o.epoch))
 	}
 	for ; ev < len(o.events); ev++ {
 		out = append(out, o.events[ev].msg)
@@ -164,154 +103,87 @@ func opName(op decode.Op) string {
 	return "unknown"
 }
 
-func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta) *service.Message {
+// rowMessage is a row change's message (a failure's when r failed): the
+// columns as a structured payload, c (filled here) as its typed metadata,
+// and the routing strings.
+func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Change, epoch uint64) *service.Message {
 	m := service.NewMessage(nil)
-	if r.Op == decode.OpFail {
-		return p.failMessage(m, r, tx)
+	c.Op = opName(r.Op)
+	c.Rel = p.text.relation(r.Desc).rel
+	c.LSN, c.Tx, c.DescVersion, c.Epoch = r.LSN, tx.tx, r.DescFrom, epoch
+	c.TID = msg.TID(r.TID)
+	if r.Op == decode.OpUpdate {
+		c.OldTID = msg.TID(r.OldTID)
 	}
-	payload := make(map[string]any, len(r.Fields))
-	var omitted []string
-	for i := range r.Fields {
-		f := &r.Fields[i]
-		switch {
-		case f.Omitted:
-			omitted = append(omitted, f.Col.Name)
-		case f.Null:
-			payload[f.Col.Name] = nil
-		default:
-			payload[f.Col.Name] = f.Value
+	c.Filenode = r.Filenode
+	if r.Op == decode.OpFail {
+		p.failMessage(m, r, tx, c)
+	} else {
+		payload := make(map[string]any, len(r.Fields))
+		var omitted []string
+		for i := range r.Fields {
+			f := &r.Fields[i]
+			switch {
+			case f.Omitted:
+				omitted = append(omitted, f.Col.Name)
+			case f.Null:
+				payload[f.Col.Name] = nil
+			default:
+				payload[f.Col.Name] = f.Value
+			}
+		}
+		m.SetStructuredMut(payload)
+		c.UnchangedToast = omitted
+		if r.Op == decode.OpTruncate {
+			c.Event = EventTruncate
 		}
 	}
-	m.SetStructuredMut(payload)
-	op := opName(r.Op)
-	m.MetaSetMut(MetaOperation, op)
-	if r.Op == decode.OpTruncate {
-		m.MetaSetMut(MetaEvent, EventTruncate)
+	m.MetaSetMut(MetaChange, c)
+	// Truncates and failures are rare: they carry every string.
+	if p.allMeta || r.Op == decode.OpFail || r.Op == decode.OpTruncate {
+		c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
+	} else {
+		// The routing strings from the cache: no formatting, no boxing.
+		rm := p.text.relation(r.Desc)
+		m.MetaSetMut(MetaOperation, c.Op)
+		if c.Event != "" {
+			m.MetaSetMut(MetaEvent, c.Event)
+		}
+		m.MetaSetMut(MetaSchema, rm.schema)
+		m.MetaSetMut(MetaTable, rm.table)
+		m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
+		m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
 	}
-	p.setRelationMeta(m, r.Desc)
-	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
-	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
-	m.MetaSetMut(MetaXID, tx.xidText)
-	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
-	m.MetaSetMut(MetaDescVersion, p.text.version(r.DescFrom))
-	p.setIdentityMeta(m, r)
-	if omitted != nil {
-		m.MetaSetMut(MetaUnchangedToast, strings.Join(omitted, ","))
-	}
-	p.m.rows.Incr(1, op)
+	p.m.rows.Incr(1, c.Op)
 	return m
 }
 
-// setIdentityMeta sets the change's physical identity: its tuple, the
-// version an update replaced, and the heap's filenode.
-func (p *decodeProcessor) setIdentityMeta(m *service.Message, r *decode.RowChange) {
-	if r.TID.Valid() {
-		m.MetaSetMut(MetaTID, p.text.tid(r.TID))
-	}
-	if r.Op == decode.OpUpdate {
-		m.MetaSetMut(MetaOldTID, p.text.tid(r.OldTID))
-	}
-	if r.Filenode != 0 {
-		m.MetaSetMut(MetaFilenode, p.text.filenode(r.Desc, r.Filenode))
-	}
-}
-
-// failMessage is a table's failure: an empty payload, the reason in
-// MetaError, and the relation and transaction metadata of a row change.
-func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *txMeta) *service.Message {
+// failMessage makes m a table's failure: an empty payload, the reason in
+// c.Error, logged once here.
+func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *txMeta, c *msg.Change) {
 	m.SetStructuredMut(map[string]any{})
-	reason := "unknown failure"
+	c.Error = "unknown failure"
 	if r.Err != nil {
-		reason = r.Err.Error()
+		c.Error = r.Err.Error()
 	}
-	m.MetaSetMut(MetaOperation, OperationFail)
-	m.MetaSetMut(MetaError, reason)
-	p.setRelationMeta(m, r.Desc)
-	m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
-	m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
-	m.MetaSetMut(MetaXID, tx.xidText)
-	m.MetaSetMut(MetaCommitTime, tx.commitTimeText)
-	m.MetaSetMut(MetaDescVersion, p.text.version(r.DescFrom))
-	p.setIdentityMeta(m, r)
 	p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
-		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.topXID, tx.commitLSNText, r.LSN, reason)
-	p.m.rows.Incr(1, OperationFail)
-	return m
-}
-
-// setRelationMeta sets the relation's schema, name, oid and key.
-func (p *decodeProcessor) setRelationMeta(m *service.Message, d *desclog.Descriptor) {
-	rm := p.text.relation(d)
-	m.MetaSetMut(MetaSchema, rm.schema)
-	m.MetaSetMut(MetaTable, rm.table)
-	m.MetaSetMut(MetaRelationOid, rm.oid)
-	m.MetaSetMut(MetaKey, rm.key)
+		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.topXID, tx.commitLSNText, r.LSN, c.Error)
 }
 
 // textCache keeps the metadata values consecutive rows share (the rows of
-// one multi-insert have one LSN; a relation's rows one descriptor version,
-// schema, name and key), formatted and boxed into an interface once: each
-// MetaSetMut of a fresh string would allocate.
+// one multi-insert have one LSN; a relation's rows one schema, name and
+// key), formatted and boxed into an interface once: each MetaSetMut of a
+// fresh string would allocate.
 type textCache struct {
-	lastLSN, lastVersion wal.LSN
-	lsnText, versionText any
-	relations            map[*desclog.Descriptor]*relationMeta
-
-	// TIDs differ row by row: their texts are appended to a byte slab and
-	// boxed from a string slab, so a TID costs no allocation of its own.
-	// Slabs are append-only and a full one is replaced, never reused: the
-	// messages of earlier batches keep valid strings.
-	tidBytes []byte
-	tidStrs  []string
+	lastLSN   wal.LSN
+	lsnText   any
+	relations map[*desclog.Descriptor]*relationMeta
 }
 
-type relationMeta struct{ schema, table, oid, key, filenode any }
-
-const (
-	tidByteSlab = 16 << 10
-	tidStrSlab  = 1024
-)
-
-// tid is t's metadata text (FormatTID).
-func (c *textCache) tid(t decode.TID) any {
-	if cap(c.tidBytes)-len(c.tidBytes) < maxTIDLen {
-		c.tidBytes = make([]byte, 0, tidByteSlab)
-	}
-	start := len(c.tidBytes)
-	c.tidBytes = AppendTID(c.tidBytes, t.Block, t.Off)
-	if len(c.tidStrs) == cap(c.tidStrs) {
-		c.tidStrs = make([]string, 0, tidStrSlab)
-	}
-	c.tidStrs = append(c.tidStrs, unsafe.String(&c.tidBytes[start], len(c.tidBytes)-start))
-	return boxString(&c.tidStrs[len(c.tidStrs)-1])
-}
-
-// filenode is a filenode's text: the descriptor's own is formatted once.
-func (c *textCache) filenode(d *desclog.Descriptor, fn uint32) any {
-	if fn == d.Rfn.RelNum {
-		return c.relation(d).filenode
-	}
-	return strconv.FormatUint(uint64(fn), 10)
-}
-
-// eface is the runtime layout of an empty interface.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-var stringType = func() unsafe.Pointer {
-	var v any = ""
-	return (*eface)(unsafe.Pointer(&v)).typ
-}()
-
-// boxString is any(*p) without the runtime's copy of the string header:
-// the interface points at *p, which the caller never writes again.
-func boxString(p *string) any {
-	var v any
-	e := (*eface)(unsafe.Pointer(&v))
-	e.typ, e.data = stringType, unsafe.Pointer(p)
-	return v
+// relationMeta is a descriptor's typed relation and its boxed strings.
+type relationMeta struct {
+	rel           *msg.Relation
+	schema, table any
 }
 
 func (c *textCache) lsn(l wal.LSN) any {
@@ -320,29 +192,6 @@ func (c *textCache) lsn(l wal.LSN) any {
 	}
 	return c.lsnText
 }
-
-func (c *textCache) version(l wal.LSN) any {
-	if l != c.lastVersion || c.versionText == nil {
-		c.lastVersion, c.versionText = l, l.String()
-	}
-	return c.versionText
-}
-
-// index is the text of a record index (small ones shared).
-func (c *textCache) index(i int) any {
-	if i < len(smallIndexes) {
-		return smallIndexes[i]
-	}
-	return strconv.Itoa(i)
-}
-
-var smallIndexes = func() []any {
-	out := make([]any, 64)
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
-}()
 
 // relation is d's metadata values. Descriptors are immutable and shared by
 // the log, so the pointer is the key; the map is dropped when it grows
@@ -354,9 +203,8 @@ func (c *textCache) relation(d *desclog.Descriptor) *relationMeta {
 	if c.relations == nil || len(c.relations) >= 4096 {
 		c.relations = map[*desclog.Descriptor]*relationMeta{}
 	}
-	rm := &relationMeta{schema: d.Namespace, table: d.Name,
-		oid: strconv.FormatUint(uint64(d.Oid), 10), key: strings.Join(keyNames(d), ","),
-		filenode: strconv.FormatUint(uint64(d.Rfn.RelNum), 10)}
+	rm := &relationMeta{rel: &msg.Relation{Schema: d.Namespace, Table: d.Name, Oid: d.Oid, Key: keyNames(d)},
+		schema: d.Namespace, table: d.Name}
 	c.relations[d] = rm
 	return rm
 }
@@ -386,7 +234,7 @@ func columnByNum(d *desclog.Descriptor, num int16) *desclog.Column {
 
 // eventMessage is a schema event: the relation's shape (and, for a change,
 // the previous shape and the difference) as a structured payload.
-func (p *decodeProcessor) eventMessage(ev *desclog.Event) *service.Message {
+func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch uint64) *service.Message {
 	m := service.NewMessage(nil)
 	kind := ev.Kind.String()
 	payload := map[string]any{
@@ -395,26 +243,24 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event) *service.Message {
 		"relation_oid": int64(ev.Oid),
 		"valid_from":   ev.ValidFrom.String(),
 	}
+	c := &msg.Change{Op: OperationSchema, Event: kind, LSN: ev.ValidFrom, Tx: p.txMeta.tx,
+		DescVersion: ev.ValidFrom, RecordIndex: -1, Epoch: epoch}
 	if ev.Desc != nil {
 		for k, v := range relationPayload(ev.Desc) {
 			payload[k] = v
 		}
-		p.setRelationMeta(m, ev.Desc)
+		c.Rel = p.text.relation(ev.Desc).rel
 	} else {
-		m.MetaSetMut(MetaRelationOid, strconv.FormatUint(uint64(ev.Oid), 10))
+		c.Rel = &msg.Relation{Oid: ev.Oid}
 	}
 	if ev.Kind == desclog.EventChanged && ev.Prev != nil {
 		payload["previous"] = relationPayload(ev.Prev)
 		payload["diff"] = diffPayload(ev.Diff, ev.Desc, ev.Prev)
 	}
 	m.SetStructuredMut(payload)
-	m.MetaSetMut(MetaOperation, OperationSchema)
-	m.MetaSetMut(MetaEvent, kind)
-	m.MetaSetMut(MetaLSN, ev.ValidFrom.String())
-	m.MetaSetMut(MetaCommitLSN, p.txMeta.commitLSNText)
-	m.MetaSetMut(MetaXID, p.txMeta.xidText)
-	m.MetaSetMut(MetaCommitTime, p.txMeta.commitTimeText)
-	m.MetaSetMut(MetaDescVersion, ev.ValidFrom.String())
+	// Events are few: every string is set.
+	m.MetaSetMut(MetaChange, c)
+	c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
 	p.m.events.Incr(1, kind)
 	return m
 }

@@ -26,8 +26,7 @@ func benchDesc() *desclog.Descriptor {
 // benchBatch is n decoded rows of one transaction: multi-insert runs of 8
 // rows per LSN, then updates and deletes.
 func benchBatch(d *desclog.Descriptor, n int) *batchOut {
-	tx := &txMeta{topXID: 900, commitLSN: 0x5000_0000, commitNext: 0x5000_0040,
-		xidText: "900", commitLSNText: "0/50000000", commitTimeText: "2024-01-02T03:04:05Z"}
+	tx := testTx(0x5000_0000)
 	o := &batchOut{}
 	for i := 0; i < n; i++ {
 		r := decode.RowChange{Op: decode.OpInsert, LSN: wal.LSN(0x1000_0000 + (i/8)*0x100), Desc: d, DescFrom: 0x100,

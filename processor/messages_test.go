@@ -2,59 +2,17 @@ package processor
 
 import (
 	"errors"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
 )
-
-func TestFormatParseTID(t *testing.T) {
-	for _, c := range []struct {
-		block uint32
-		off   uint16
-		text  string
-	}{{0, 1, "0:1"}, {12, 34, "12:34"}, {4294967295, 65535, "4294967295:65535"}} {
-		if got := FormatTID(c.block, c.off); got != c.text {
-			t.Errorf("FormatTID(%d, %d) = %q, want %q", c.block, c.off, got, c.text)
-		}
-		if b, o, err := ParseTID(c.text); err != nil || b != c.block || o != c.off {
-			t.Errorf("ParseTID(%q) = %d, %d, %v", c.text, b, o, err)
-		}
-		if got := (decode.TID{Block: c.block, Off: c.off}).String(); got != c.text {
-			t.Errorf("decode.TID.String = %q, want %q", got, c.text)
-		}
-	}
-	for _, bad := range []string{"", ":", "1", "1:", ":1", "1:0", "01:1", "1:01", "+1:1", "-1:1", " 1:1", "1:1 ", "1:2:3",
-		"4294967296:1", "1:65536", "99999999999:1", "1:1x", "0x1:1", "1,1"} {
-		if b, o, err := ParseTID(bad); err == nil {
-			t.Errorf("ParseTID(%q) = %d, %d, want an error", bad, b, o)
-		}
-	}
-}
-
-func FuzzTID(f *testing.F) {
-	f.Add(uint32(0), uint16(1), "0:1")
-	f.Add(uint32(4294967295), uint16(65535), "4294967295:65535")
-	f.Add(uint32(7), uint16(0), "007:1")
-	f.Fuzz(func(t *testing.T, block uint32, off uint16, s string) {
-		// Formatted, then parsed: the same tuple (offset 0 names none).
-		b, o, err := ParseTID(FormatTID(block, off))
-		if off == 0 {
-			if err == nil {
-				t.Fatalf("ParseTID accepted offset 0 from %d", block)
-			}
-		} else if err != nil || b != block || o != off {
-			t.Fatalf("round trip of %d:%d = %d, %d, %v", block, off, b, o, err)
-		}
-		// Parsed, then formatted: the same text (only the canonical form parses).
-		if b, o, err := ParseTID(s); err == nil && FormatTID(b, o) != s {
-			t.Fatalf("ParseTID(%q) = %d, %d, which formats as %q", s, b, o, FormatTID(b, o))
-		}
-	})
-}
 
 func testDesc(oid uint32, name string, keyed bool) *desclog.Descriptor {
 	d := &desclog.Descriptor{Oid: oid, DbOid: 5, Rfn: wal.RelFileNode{SpcOid: 1663, DbOid: 5, RelNum: oid + 100},
@@ -67,14 +25,23 @@ func testDesc(oid uint32, name string, keyed bool) *desclog.Descriptor {
 }
 
 func testTx(commit wal.LSN) *txMeta {
-	return &txMeta{topXID: 900, commitLSN: commit, commitNext: commit + 0x40,
-		xidText: "900", commitLSNText: commit.String(), commitTimeText: "2024-01-02T03:04:05Z"}
+	ct := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	return &txMeta{topXID: 900, commitLSN: commit, commitNext: commit + 0x40, commitTime: ct,
+		tx:            &msg.Tx{TopXID: 900, CommitLSN: commit, CommitNext: commit + 0x40, CommitTime: ct},
+		commitLSNText: commit.String()}
 }
 
-func metaOf(m *service.Message) map[string]string {
+// metaOf is m's metadata as strings: those set as strings, and the typed
+// change's rendering of every other key.
+func metaOf(m *service.Message) map[string]string { return msg.Strings(m) }
+
+// stringMeta is the metadata m carries as strings.
+func stringMeta(m *service.Message) map[string]string {
 	out := map[string]string{}
-	_ = m.MetaWalk(func(k, v string) error {
-		out[k] = v
+	_ = m.MetaWalkMut(func(k string, v any) error {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
 		return nil
 	})
 	return out
@@ -115,14 +82,19 @@ func TestRowMessageIdentity(t *testing.T) {
 			t.Errorf("message %d: metadata %v", i, meta)
 		}
 	}
-	// The TID texts stay valid after many more rows (slabs are replaced,
-	// never reused).
-	first := metaOf(msgs[0])[MetaTID]
-	for i := 0; i < 5000; i++ {
-		p.text.tid(decode.TID{Block: uint32(i), Off: 9})
-	}
-	if v, _ := msgs[0].MetaGet(MetaTID); v != first || first != "3:7" {
-		t.Errorf("an earlier message's TID changed to %q", v)
+	// The strings set are the routing ones (every one on a truncate), as
+	// the typed change renders them: a mapping routing on them sees what
+	// the output writes.
+	for i, m := range msgs {
+		c, err := msg.ChangeOf(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{}
+		c.AppendStrings(c.Op == OperationTruncate, func(k, v string) { want[k] = v })
+		if got := stringMeta(m); !maps.Equal(got, want) {
+			t.Errorf("message %d: string metadata %v, want the routing keys %v", i, got, want)
+		}
 	}
 }
 

@@ -29,15 +29,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
-	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/decode"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -45,6 +44,10 @@ import (
 const (
 	fieldToast         = "toast"
 	fieldMaxValueBytes = "max_value_bytes"
+	fieldMetadata      = "metadata"
+
+	metadataRouting = "routing"
+	metadataAll     = "all"
 
 	toastOmit = "omit"
 	toastFail = "fail"
@@ -68,7 +71,11 @@ output under TimeZone UTC and DateStyle ISO — types walshadow does not decode
 itself, such as jsonb, arrays, enums, ranges and extension types, are
 rendered by the shadow's bridge, so set ` + "`shadow.bridge_library_dir`" + `).
 
-Metadata: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, schema, fail),
+Metadata: ` + "`walshadow_change`" + ` holds all of it as one typed value, what the
+` + "`clickhouse_ddl`" + ` output reads. As strings, every row change carries the
+routing keys ` + "`walshadow_operation`" + `, ` + "`walshadow_schema`" + `, ` + "`walshadow_table`" + `,
+` + "`walshadow_lsn`" + ` and ` + "`walshadow_commit_lsn`" + `; with ` + "`metadata: all`" + ` (and on
+every schema event, truncate and failure) it carries all of these: ` + "`walshadow_operation`" + ` (insert, update, delete, truncate, schema, fail),
 ` + "`walshadow_schema`" + `, ` + "`walshadow_table`" + `, ` + "`walshadow_relation_oid`" + `,
 ` + "`walshadow_lsn`" + ` (the change's own LSN: its version), ` + "`walshadow_commit_lsn`" + `,
 ` + "`walshadow_xid`" + `, ` + "`walshadow_commit_time`" + `, ` + "`walshadow_descriptor_version`" + `,
@@ -122,7 +129,10 @@ past it is acknowledged.`).
 			Default(toastOmit).Advanced()).
 		Field(service.NewIntField(fieldMaxValueBytes).
 			Description("Largest single value (after TOAST reassembly and decompression) the processor accepts; a larger one fails its table (a `fail` message).").
-			Default(1 << 30).Advanced())
+			Default(1 << 30).Advanced()).
+		Field(service.NewStringEnumField(fieldMetadata, metadataRouting, metadataAll).
+			Description("Which metadata a row change carries as strings besides the typed `walshadow_change`: `routing` (operation, schema, table, LSN, commit LSN) or `all` (every key above: a map insert each per row, which costs throughput). A mapping that reads any other key per row needs `all`. The output reads the typed value: to send rows elsewhere, configure the output, not the metadata.").
+			Default(metadataRouting).Advanced())
 }
 
 func init() {
@@ -151,7 +161,13 @@ func init() {
 			if toast == toastFail {
 				opts.ToastPolicy = decode.ToastFail
 			}
-			return newDecodeProcessor(sess, mgr, opts), nil
+			meta, err := conf.FieldString(fieldMetadata)
+			if err != nil {
+				return nil, err
+			}
+			p := newDecodeProcessor(sess, mgr, opts)
+			p.allMeta = meta == metadataAll
+			return p, nil
 		})
 	if err != nil {
 		panic(err)
@@ -163,6 +179,8 @@ type decodeProcessor struct {
 	log  *service.Logger
 	m    *decodeMetrics
 	opts decode.TxOptions
+	// allMeta sets every metadata key of a row change as a string.
+	allMeta bool
 
 	// identityNoted: the identity note last logged per relation, so each
 	// is said once (not again at every schema event of the table).
@@ -187,6 +205,9 @@ type decodeProcessor struct {
 }
 
 func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {
+	if opts.Arena == nil {
+		opts.Arena = new(decode.Arena) // transactions decode one at a time, under the turn
+	}
 	return &decodeProcessor{sess: sess, log: mgr.Logger(), m: newDecodeMetrics(mgr.Metrics()), opts: opts,
 		changed: make(chan struct{})}
 }
@@ -210,7 +231,7 @@ func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.Messag
 	}
 	defer p.advance(epoch, seq)
 
-	out, err := p.decodeBatch(ctx, batch)
+	out, err := p.decodeBatch(ctx, batch, epoch)
 	if err != nil {
 		// Nothing acknowledged after this counts: the session stops and
 		// resumes from its durable state, and the error names the record.
@@ -222,25 +243,17 @@ func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.Messag
 	if len(out) == 0 {
 		return nil, nil
 	}
-	// The run the rows belong to: an output must not write a stopped
-	// run's batches (the session streams them again).
-	epochText, _ := batch[0].MetaGet(input.MetaEpoch)
-	for _, m := range out {
-		m.MetaSetMut(input.MetaEpoch, epochText)
-	}
 	return []service.MessageBatch{out}, nil
 }
 
+// batchPosition is the session run and batch a message came in (the
+// typed record, else its strings).
 func batchPosition(m *service.Message) (epoch, seq uint64, err error) {
-	e, _ := m.MetaGet(input.MetaEpoch)
-	s, _ := m.MetaGet(input.MetaSeq)
-	if epoch, err = strconv.ParseUint(e, 10, 64); err == nil {
-		seq, err = strconv.ParseUint(s, 10, 64)
-	}
+	r, err := msg.RecordOf(m)
 	if err != nil {
-		return 0, 0, fmt.Errorf("walshadow_decode needs the pg_physical_wal input's %s and %s metadata (is it placed right after the input?): %w", input.MetaEpoch, input.MetaSeq, err)
+		return 0, 0, fmt.Errorf("walshadow_decode needs the pg_physical_wal input's messages (is it placed right after the input?): %w", err)
 	}
-	return epoch, seq, nil
+	return r.Epoch, r.Seq, nil
 }
 
 // waitTurn blocks until (epoch, seq) is the next batch to process. A batch

@@ -130,7 +130,9 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 
 	ws := r.measureWalshadow(b, marker, 10*time.Minute+time.Duration(seconds)*20*time.Second)
 	r.waitSlotIdle(b, physicalSlot)
+	pgMachineStart := readMachineCPU(b)
 	pg := src.RunPgoutput(b, logicalSlot, publication, marker)
+	pgMachine := readMachineCPU(b).Sub(pgMachineStart)
 	if pg.Bytes == 0 {
 		b.Errorf("pg_recvlogical wrote nothing for a backlog of %d transactions", transactions)
 	}
@@ -146,6 +148,8 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 	b.ReportMetric(float64(ws.peakRSS)/(1<<20), "walshadow-peak-rss-MiB")
 	b.ReportMetric(ws.senderCPU.Seconds(), "walshadow-walsender-cpu-s")
 	b.ReportMetric(pg.WalsenderCPU.Seconds(), "pgoutput-walsender-cpu-s")
+	b.ReportMetric(ws.machine.Busy.Seconds(), "walshadow-machine-busy-s")
+	b.ReportMetric(pgMachine.Busy.Seconds(), "pgoutput-machine-busy-s")
 	b.ReportMetric(walMB, "WAL-MB")
 	b.ReportMetric(float64(transactions), "backlog-tx")
 
@@ -155,15 +159,15 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 	}
 	b.Logf(`backlog vs pgoutput, pgbench scale %d (walshadow's first start loaded it and caught up in %v):
   backlog:   pgbench -c 4 -j 2 -T %d with walshadow stopped: %d transactions (pgbench_history +%d), %.1f MB of WAL (%s to %s), marker at %s
-  walshadow: start to ClickHouse-complete %v; process CPU %.2fs (%.4f s per MB of WAL), peak RSS %.0f MiB; source walsender (pid %d) CPU %.2fs
-  pgoutput:  pg_recvlogical launch to exit %v (first byte after %v, replay %v, %.1f MB written); source walsender (pid %d) CPU %.2fs; pg_recvlogical CPU %.2fs
+  walshadow: start to ClickHouse-complete %v; process CPU %.2fs (%.4f s per MB of WAL), peak RSS %.0f MiB; source walsender (pid %d) CPU %.2fs; machine busy %.2fs, idle %.2fs
+  pgoutput:  pg_recvlogical launch to exit %v (first byte after %v, replay %v, %.1f MB written); source walsender (pid %d) CPU %.2fs; pg_recvlogical CPU %.2fs; machine busy %.2fs, idle %.2fs
   ratio walshadow/pgoutput: %.2f (goal <= 0.5: %s)
   end state: %s in ClickHouse/source; %d of %d pgbench tables compared equal by count, sums and md5`,
 		scale, bootstrapTime.Round(time.Second),
 		seconds, transactions, historyRows, walMB, walBefore, walAfter, marker,
-		ws.wall.Round(time.Millisecond), ws.cpu.Seconds(), ws.cpu.Seconds()/walMB, float64(ws.peakRSS)/(1<<20), ws.senderPID, ws.senderCPU.Seconds(),
+		ws.wall.Round(time.Millisecond), ws.cpu.Seconds(), ws.cpu.Seconds()/walMB, float64(ws.peakRSS)/(1<<20), ws.senderPID, ws.senderCPU.Seconds(), ws.machine.Busy.Seconds(), ws.machine.Idle.Seconds(),
 		pg.Wall.Round(time.Millisecond), pg.FirstByte.Round(time.Millisecond), pg.Replay.Round(time.Millisecond), float64(pg.Bytes)/1e6,
-		pg.WalsenderPID, pg.WalsenderCPU.Seconds(), pg.ClientCPU.Seconds(),
+		pg.WalsenderPID, pg.WalsenderCPU.Seconds(), pg.ClientCPU.Seconds(), pgMachine.Busy.Seconds(), pgMachine.Idle.Seconds(),
 		ratio, goal, counts, compared, len(pgbenchTables))
 }
 
@@ -276,7 +280,8 @@ type walshadowRun struct {
 	cpu       time.Duration // the child's own user + system CPU, then
 	peakRSS   int64         // the child's VmHWM, then, in bytes
 	senderPID int
-	senderCPU time.Duration // its physical walsender's CPU, sampled
+	senderCPU time.Duration      // its physical walsender's CPU, sampled
+	machine   testrig.MachineCPU // every process's, over the run (shadow, ClickHouse, source included)
 }
 
 // senderSample is the physical walsender a run's watcher found and samples.
@@ -315,6 +320,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 		env = append(env, childProfileEnv+"="+profile)
 	}
 	b.ResetTimer()
+	machineStart := readMachineCPU(b)
 	start := time.Now()
 	c := r.start(b, env...)
 	go func() {
@@ -338,7 +344,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 	}()
 	catchup.WaitDelivered(b, c, r.stateDir, marker, timeout, fmt.Sprintf("run %d: replaying the backlog up to the marker at %s", c.Run, marker))
 	catchup.WaitLoads(b, c, r.stateDir, timeout)
-	run := walshadowRun{wall: time.Since(start)}
+	run := walshadowRun{wall: time.Since(start), machine: readMachineCPU(b).Sub(machineStart)}
 	b.StopTimer()
 
 	cpu, err := testrig.ReadProcCPU(c.Pid())
@@ -463,4 +469,16 @@ func envInt(b *testing.B, name string, def int) int {
 		b.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// readMachineCPU is the machine's CPU time so far (every core, every
+// process): what a run costs beyond walshadow's own process, the shadow's
+// replay and ClickHouse's merges included.
+func readMachineCPU(b *testing.B) testrig.MachineCPU {
+	b.Helper()
+	m, err := testrig.ReadMachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }

@@ -148,7 +148,16 @@ const DefaultMaxValueBytes = 1 << 30
 type TxOptions struct {
 	ToastPolicy   ToastPolicy
 	MaxValueBytes int // 0: DefaultMaxValueBytes
+	// Arena, shared by the transactions decoded one after another, holds
+	// their rows' memory (nil: each transaction its own). A transaction of
+	// a few rows would otherwise allocate whole slabs for them.
+	Arena *Arena
 }
+
+// Arena is the memory rows are decoded into, in append-only slabs: what
+// it handed out stays valid (and immutable) however long it lives. Use one
+// from one goroutine at a time.
+type Arena struct{ a arena }
 
 // TxStats counts what a Tx did.
 type TxStats struct {
@@ -236,7 +245,7 @@ func (t *Tx) tupleFields(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LS
 			raws = append(raws, nil)
 			continue
 		case d.Missing != nil:
-			v, pending, err := missingValue(&t.arena, col)
+			v, pending, err := missingValue(t.arena, col)
 			if err != nil {
 				return nil, raws, fmt.Errorf("LSN %s, relation %s: %w", lsn, relName(desc), err)
 			}
@@ -277,7 +286,7 @@ func (t *Tx) tupleFields(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LS
 				continue
 			}
 		}
-		v, pending, err := value(&t.arena, col, raw)
+		v, pending, err := value(t.arena, col, raw)
 		if err != nil {
 			return nil, raws, fmt.Errorf("LSN %s, relation %s, column %q (%s): %w", lsn, relName(desc), col.Name, col.TypeName, err)
 		}

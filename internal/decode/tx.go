@@ -27,7 +27,7 @@ type Tx struct {
 	opt    TxOptions
 	stats  TxStats
 
-	arena  arena
+	arena  *arena
 	datums []Datum
 	rawNew [][]byte
 	rawOld [][]byte
@@ -68,7 +68,11 @@ func NewTx(cat Catalog, c Commit, opt TxOptions) *Tx {
 	if opt.MaxValueBytes <= 0 {
 		opt.MaxValueBytes = DefaultMaxValueBytes
 	}
-	return &Tx{cat: cat, commit: c, opt: opt, toast: map[toastKey]*toastValue{}, spec: map[specKey]RowChange{}}
+	a := new(arena)
+	if opt.Arena != nil {
+		a = &opt.Arena.a
+	}
+	return &Tx{cat: cat, commit: c, opt: opt, arena: a, toast: map[toastKey]*toastValue{}, spec: map[specKey]RowChange{}}
 }
 
 // Stats returns the counters so far.

@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -163,6 +164,29 @@ func TestTxInsertUpdateDelete(t *testing.T) {
 	}
 	if _, err := tx.Add(nil, insertRecord(t, 0x2000, mainRfn, 1, 0, itemTuple(9, short("x"), 1)), false); err == nil {
 		t.Error("Add after Finish succeeded")
+	}
+}
+
+// TestTxSharedArena: transactions decoded one after another into one
+// Arena keep every earlier transaction's rows intact.
+func TestTxSharedArena(t *testing.T) {
+	opt := TxOptions{Arena: new(Arena)}
+	var first []RowChange
+	for i := int32(0); i < 3000; i++ {
+		tx, _ := newTestTx(opt, mainDesc(), toastDesc())
+		body := short(fmt.Sprintf("row %d", i))
+		rows := mustAdd(t, tx, nil, insertRecord(t, 0x1000, mainRfn, 1, 0, itemTuple(i, body, int64(i))))
+		rows, err := tx.Finish(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = rows
+		}
+	}
+	f := first[0].Fields
+	if f[0].Value != int64(0) || f[1].Value != "row 0" || f[2].Value != int64(0) {
+		t.Fatalf("the first transaction's row changed: %+v", f)
 	}
 }
 

@@ -58,13 +58,17 @@ type Walsender struct {
 
 	mu        sync.Mutex
 	published bool    // Publish has been called at least once
-	winStart  wal.LSN // LSN of buf[0]
+	winStart  wal.LSN // LSN of mem[0]'s first byte
 	pubEnd    wal.LSN // end of everything published
-	buf       []byte  // published bytes [winStart, pubEnd); never written below len
-	conns     map[*wsConn]struct{}
-	changed   chan struct{} // closed and replaced on status reports and (dis)connections
-	nextPID   uint32
-	stats     WalsenderStats
+	// mem holds the published bytes [winStart, pubEnd) in chunks: a
+	// publication copies only its own bytes and a trim drops whole chunks
+	// (one growing slice was re-copied whole as it moved). A chunk is never
+	// written below its length, so a sender's slice of it stays valid.
+	mem     []wsChunk
+	conns   map[*wsConn]struct{}
+	changed chan struct{} // closed and replaced on status reports and (dis)connections
+	nextPID uint32
+	stats   WalsenderStats
 }
 
 // WalsenderConfig configures NewWalsender.
@@ -467,13 +471,12 @@ func (w *Walsender) Publish(start wal.LSN, wire []byte) {
 		w.log.Warn("walsender: published bytes skip ahead; walreceivers behind the gap need the archive",
 			"published_end", w.pubEnd.String(), "start", start.String())
 		w.stats.PublishGaps++
-		w.buf = nil // never overwrite bytes a sender may still hold
+		w.mem = nil // never overwrite bytes a sender may still hold
 		w.winStart, w.pubEnd = start, start
 	case start < w.pubEnd:
 		overlap := min(w.pubEnd-start, wal.LSN(len(wire)))
 		if from := max(start, w.winStart); from < start+overlap {
-			old := w.buf[from-w.winStart : start+overlap-w.winStart]
-			if string(old) != string(wire[from-start:overlap]) {
+			if !w.memEqualLocked(from, wire[from-start:overlap]) {
 				w.stats.PublishConflicts++
 				w.log.Error("walsender: re-published WAL differs from what was published before; keeping the first version",
 					"from", from.String(), "to", (start + overlap).String())
@@ -483,8 +486,7 @@ func (w *Walsender) Publish(start wal.LSN, wire []byte) {
 		start += overlap
 	}
 	if len(wire) > 0 {
-		w.buf = append(w.buf, wire...)
-		w.pubEnd += wal.LSN(len(wire))
+		w.appendLocked(wire)
 		drop = w.dropSlowLocked()
 		w.trimLocked()
 		for c := range w.conns {
@@ -497,6 +499,65 @@ func (w *Walsender) Publish(start wal.LSN, wire []byte) {
 	for _, c := range drop {
 		c.nc.Close()
 	}
+}
+
+// wsChunk is published bytes from start on.
+type wsChunk struct {
+	start wal.LSN
+	data  []byte
+}
+
+func (c *wsChunk) end() wal.LSN { return c.start + wal.LSN(len(c.data)) }
+
+// chunkSize is the size of a memory chunk: chunks end at its multiples,
+// which are page (and, as it divides the segment size, segment) boundaries.
+func (w *Walsender) chunkSize() wal.LSN { return min(1<<20, wal.LSN(w.cfg.SegmentSize)) }
+
+// appendLocked copies wire, which starts at pubEnd, into memory.
+func (w *Walsender) appendLocked(wire []byte) {
+	size := w.chunkSize()
+	for len(wire) > 0 {
+		if len(w.mem) == 0 || len(w.mem[len(w.mem)-1].data) == cap(w.mem[len(w.mem)-1].data) {
+			w.mem = append(w.mem, wsChunk{start: w.pubEnd, data: make([]byte, 0, size-w.pubEnd%size)})
+		}
+		last := &w.mem[len(w.mem)-1]
+		n := min(len(wire), cap(last.data)-len(last.data))
+		last.data = append(last.data, wire[:n]...)
+		w.pubEnd += wal.LSN(n)
+		wire = wire[n:]
+	}
+	w.winStart = w.mem[0].start
+}
+
+// chunkLocked is the index of the chunk holding lsn (within [winStart,
+// pubEnd)): the first chunk may start anywhere, every later one starts at a
+// multiple of the chunk size.
+func (w *Walsender) chunkLocked(lsn wal.LSN) int {
+	if lsn < w.mem[0].end() {
+		return 0
+	}
+	return 1 + int((lsn-w.mem[0].end())/w.chunkSize())
+}
+
+// memEqualLocked tells whether memory from from on holds b.
+func (w *Walsender) memEqualLocked(from wal.LSN, b []byte) bool {
+	for i := w.chunkLocked(from); len(b) > 0 && i < len(w.mem); i++ {
+		c := &w.mem[i]
+		part := c.data[from-c.start:]
+		n := min(len(part), len(b))
+		if string(part[:n]) != string(b[:n]) {
+			return false
+		}
+		b, from = b[n:], from+wal.LSN(n)
+	}
+	return len(b) == 0
+}
+
+// memLocked is the memory from lsn (in [winStart, pubEnd)) to the end of
+// its chunk.
+func (w *Walsender) memLocked(lsn wal.LSN) []byte {
+	c := &w.mem[w.chunkLocked(lsn)]
+	return c.data[lsn-c.start:]
 }
 
 // dropSlowLocked marks walreceivers more than SlowThreshold behind for
@@ -535,14 +596,15 @@ func (w *Walsender) trimLocked() {
 			keep = c.sentPtr
 		}
 	}
-	if keep <= w.winStart {
-		return
+	// Whole chunks only; the last one stays (appends continue it).
+	n := 0
+	for n < len(w.mem)-1 && w.mem[n].end() <= keep {
+		n++
 	}
-	w.buf = w.buf[keep-w.winStart:]
-	w.winStart = keep
-	// Release the array once most of it is dead; senders keep their slices.
-	if cap(w.buf) > 4*len(w.buf) && cap(w.buf) > 4<<20 {
-		w.buf = append([]byte(nil), w.buf...)
+	if n > 0 {
+		clear(w.mem[:n])
+		w.mem = w.mem[n:]
+		w.winStart = w.mem[0].start
 	}
 }
 
@@ -596,7 +658,7 @@ func (w *Walsender) Stats() WalsenderStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
-	s.Published, s.MemoryStart, s.MemoryBytes = w.pubEnd, w.winStart, len(w.buf)
+	s.Published, s.MemoryStart, s.MemoryBytes = w.pubEnd, w.winStart, int(w.pubEnd-w.winStart)
 	return s
 }
 

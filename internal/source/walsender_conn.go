@@ -438,9 +438,10 @@ func (w *Walsender) nextStep(c *wsConn) wsStep {
 	case !w.published || c.sentPtr >= w.pubEnd:
 		return wsStep{kind: wsStepWait}
 	case c.sentPtr >= w.winStart:
-		off := c.sentPtr - w.winStart
-		n := wsFrameLen(c.sentPtr, w.pubEnd)
-		return wsStep{kind: wsStepMemory, start: c.sentPtr, walEnd: w.pubEnd, data: w.buf[off : off+n : off+n]}
+		// A frame ends within its chunk: chunk ends are page boundaries.
+		mem := w.memLocked(c.sentPtr)
+		n := min(int(wsFrameLen(c.sentPtr, w.pubEnd)), len(mem))
+		return wsStep{kind: wsStepMemory, start: c.sentPtr, walEnd: w.pubEnd, data: mem[:n:n]}
 	}
 	seg := wal.LSN(w.cfg.SegmentSize)
 	segEnd := c.sentPtr - c.sentPtr%seg + seg

@@ -58,3 +58,29 @@ func TestParseProcStatCommandWithParentheses(t *testing.T) {
 		t.Error("a truncated stat line parsed without error")
 	}
 }
+
+func TestParseMachineCPU(t *testing.T) {
+	hz, err := clockTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.Second / time.Duration(hz)
+	m, err := ParseMachineCPU("cpu  10 1 5 100 7 2 3 4 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Busy != 25*tick || m.Idle != 107*tick {
+		t.Errorf("busy %v idle %v, want %v and %v", m.Busy, m.Idle, 25*tick, 107*tick)
+	}
+	if d := m.Sub(MachineCPU{Busy: 5 * tick, Idle: 7 * tick}); d.Busy != 20*tick || d.Idle != 100*tick {
+		t.Errorf("Sub = %+v", d)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
+		if _, err := ParseMachineCPU(bad); err == nil {
+			t.Errorf("ParseMachineCPU(%q) succeeded", bad)
+		}
+	}
+	if _, err := ReadMachineCPU(); err != nil {
+		t.Error(err)
+	}
+}

@@ -382,3 +382,51 @@ func (s *CPUSampler) halt() {
 	s.quitOnce.Do(func() { close(s.quit) })
 	<-s.done
 }
+
+// MachineCPU is the machine's CPU time so far, all cores summed: Busy
+// (user, nice, system, irq, softirq, steal) and Idle (idle, iowait).
+type MachineCPU struct{ Busy, Idle time.Duration }
+
+// ReadMachineCPU reads the first line of /proc/stat.
+func ReadMachineCPU() (MachineCPU, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineCPU{}, fmt.Errorf("reading machine CPU: %w", err)
+	}
+	return ParseMachineCPU(string(raw))
+}
+
+// ParseMachineCPU parses the aggregate "cpu" line of a /proc/stat text.
+func ParseMachineCPU(stat string) (MachineCPU, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineCPU{}, fmt.Errorf("/proc/stat: first line %q is not the aggregate cpu line", line)
+	}
+	var v [8]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return MachineCPU{}, fmt.Errorf("/proc/stat: cpu field %d %q: %w", i+1, f[i+1], err)
+		}
+		v[i] = n
+	}
+	hz, err := clockTicks()
+	if err != nil {
+		return MachineCPU{}, err
+	}
+	busy, err := ticksDuration(hz, v[0]+v[1]+v[2]+v[5]+v[6], v[7])
+	if err != nil {
+		return MachineCPU{}, fmt.Errorf("/proc/stat: %w", err)
+	}
+	idle, err := ticksDuration(hz, v[3], v[4])
+	if err != nil {
+		return MachineCPU{}, fmt.Errorf("/proc/stat: %w", err)
+	}
+	return MachineCPU{Busy: busy, Idle: idle}, nil
+}
+
+// Sub is the CPU time spent between earlier and m.
+func (m MachineCPU) Sub(earlier MachineCPU) MachineCPU {
+	return MachineCPU{Busy: m.Busy - earlier.Busy, Idle: m.Idle - earlier.Idle}
+}

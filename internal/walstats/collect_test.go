@@ -260,7 +260,9 @@ func (c *countingReader) Next() (*wal.Record, error) {
 }
 
 // TestCollectRecordsAllocationsDoNotGrowWithRecords checks the hot loop:
-// a run over 100x more records must allocate exactly as much.
+// a run over 100x more records must allocate as much (give or take the one
+// allocation the runtime itself sometimes makes during a run: a growth per
+// record would show as thousands).
 func TestCollectRecordsAllocationsDoNotGrowWithRecords(t *testing.T) {
 	rec := fakeRecord(layout(t, 15), 0x28, wal.RmgrHeap, 0x40, 200, 100)
 	allocs := func(n int) float64 {
@@ -271,7 +273,7 @@ func TestCollectRecordsAllocationsDoNotGrowWithRecords(t *testing.T) {
 		})
 	}
 	small, large := allocs(1000), allocs(100000)
-	if large != small {
+	if large > small+1 {
 		t.Fatalf("allocations grow with records: %v for 1000, %v for 100000", small, large)
 	}
 }
