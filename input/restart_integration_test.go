@@ -14,6 +14,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
@@ -114,7 +115,7 @@ func TestRestartBackoffHoldsOnARefusedBatch(t *testing.T) {
 			}
 			has := func(xid string) bool {
 				for _, m := range msgs {
-					if v, _ := m.MetaGet(MetaTxTopXID); v == xid {
+					if r, err := msg.RecordOf(m); err == nil && r.Tx != nil && strconv.FormatUint(uint64(r.Tx.TopXID), 10) == xid {
 						return true
 					}
 				}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/processor"
@@ -509,7 +510,7 @@ func (r *toastRecorder) consume(_ context.Context, batch service.MessageBatch) e
 		}
 		c := toastChange{op: op}
 		c.lsn, _ = m.MetaGet(processor.MetaLSN)
-		c.unchanged, _ = m.MetaGet(processor.MetaUnchangedToast)
+		c.unchanged = msg.Strings(m)[processor.MetaUnchangedToast]
 		raw, err := m.AsStructured()
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("%s at %s: %w", op, c.lsn, err))

@@ -18,6 +18,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/processor"
 )
 
@@ -256,6 +257,12 @@ func decodedMessage(payload map[string]any, meta map[string]string) *service.Mes
 	for k, v := range meta {
 		m.MetaSetMut(k, v)
 	}
+	// The typed change as walshadow_decode sets it beside the strings.
+	c, err := msg.ChangeFromStrings(func(k string) (string, bool) { v, ok := meta[k]; return v, ok })
+	if err != nil {
+		panic(err)
+	}
+	m.MetaSetMut(msg.KeyChange, c)
 	return m
 }
 
@@ -343,6 +350,11 @@ func TestExampleMaskedMapping(t *testing.T) {
 			if gv != wv {
 				t.Errorf("message %d: metadata %s = %q, want %q", i, k, gv, wv)
 			}
+		}
+		gc, _ := m.MetaGetMut(msg.KeyChange)
+		wc, _ := in[i].MetaGetMut(msg.KeyChange)
+		if gc == nil || gc != wc {
+			t.Errorf("message %d: the typed %s did not survive the mapping: %v, want %v", i, msg.KeyChange, gc, wc)
 		}
 	}
 }

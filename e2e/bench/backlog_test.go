@@ -130,9 +130,10 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 
 	ws := r.measureWalshadow(b, marker, 10*time.Minute+time.Duration(seconds)*20*time.Second)
 	r.waitSlotIdle(b, physicalSlot)
-	pgMachineStart := readMachineCPU(b)
+	pgMachineStart, pgProcsStart := readMachineCPU(b), readProcessCPUs(b)
 	pg := src.RunPgoutput(b, logicalSlot, publication, marker)
 	pgMachine := readMachineCPU(b).Sub(pgMachineStart)
+	pgTop := readProcessCPUs(b).Top(pgProcsStart, 6)
 	if pg.Bytes == 0 {
 		b.Errorf("pg_recvlogical wrote nothing for a backlog of %d transactions", transactions)
 	}
@@ -161,6 +162,7 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
   backlog:   pgbench -c 4 -j 2 -T %d with walshadow stopped: %d transactions (pgbench_history +%d), %.1f MB of WAL (%s to %s), marker at %s
   walshadow: start to ClickHouse-complete %v; process CPU %.2fs (%.4f s per MB of WAL), peak RSS %.0f MiB; source walsender (pid %d) CPU %.2fs; machine busy %.2fs, idle %.2fs
   pgoutput:  pg_recvlogical launch to exit %v (first byte after %v, replay %v, %.1f MB written); source walsender (pid %d) CPU %.2fs; pg_recvlogical CPU %.2fs; machine busy %.2fs, idle %.2fs
+  busiest processes (own CPU, alive at the end): walshadow run %s; pgoutput run %s
   ratio walshadow/pgoutput: %.2f (goal <= 0.5: %s)
   end state: %s in ClickHouse/source; %d of %d pgbench tables compared equal by count, sums and md5`,
 		scale, bootstrapTime.Round(time.Second),
@@ -168,6 +170,7 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 		ws.wall.Round(time.Millisecond), ws.cpu.Seconds(), ws.cpu.Seconds()/walMB, float64(ws.peakRSS)/(1<<20), ws.senderPID, ws.senderCPU.Seconds(), ws.machine.Busy.Seconds(), ws.machine.Idle.Seconds(),
 		pg.Wall.Round(time.Millisecond), pg.FirstByte.Round(time.Millisecond), pg.Replay.Round(time.Millisecond), float64(pg.Bytes)/1e6,
 		pg.WalsenderPID, pg.WalsenderCPU.Seconds(), pg.ClientCPU.Seconds(), pgMachine.Busy.Seconds(), pgMachine.Idle.Seconds(),
+		cpuList(ws.top), cpuList(pgTop),
 		ratio, goal, counts, compared, len(pgbenchTables))
 }
 
@@ -280,8 +283,9 @@ type walshadowRun struct {
 	cpu       time.Duration // the child's own user + system CPU, then
 	peakRSS   int64         // the child's VmHWM, then, in bytes
 	senderPID int
-	senderCPU time.Duration      // its physical walsender's CPU, sampled
-	machine   testrig.MachineCPU // every process's, over the run (shadow, ClickHouse, source included)
+	senderCPU time.Duration         // its physical walsender's CPU, sampled
+	machine   testrig.MachineCPU    // every process's, over the run (shadow, ClickHouse, source included)
+	top       []testrig.LabelledCPU // the processes that spent most of it
 }
 
 // senderSample is the physical walsender a run's watcher found and samples.
@@ -320,7 +324,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 		env = append(env, childProfileEnv+"="+profile)
 	}
 	b.ResetTimer()
-	machineStart := readMachineCPU(b)
+	machineStart, procsStart := readMachineCPU(b), readProcessCPUs(b)
 	start := time.Now()
 	c := r.start(b, env...)
 	go func() {
@@ -344,7 +348,8 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 	}()
 	catchup.WaitDelivered(b, c, r.stateDir, marker, timeout, fmt.Sprintf("run %d: replaying the backlog up to the marker at %s", c.Run, marker))
 	catchup.WaitLoads(b, c, r.stateDir, timeout)
-	run := walshadowRun{wall: time.Since(start), machine: readMachineCPU(b).Sub(machineStart)}
+	run := walshadowRun{wall: time.Since(start), machine: readMachineCPU(b).Sub(machineStart),
+		top: readProcessCPUs(b).Top(procsStart, 6)}
 	b.StopTimer()
 
 	cpu, err := testrig.ReadProcCPU(c.Pid())
@@ -481,4 +486,23 @@ func readMachineCPU(b *testing.B) testrig.MachineCPU {
 		b.Fatal(err)
 	}
 	return m
+}
+
+// readProcessCPUs is every live process's CPU time so far.
+func readProcessCPUs(b *testing.B) testrig.ProcessCPUs {
+	b.Helper()
+	p, err := testrig.ReadProcessCPUs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// cpuList is "label 1.23s, ..." of top.
+func cpuList(top []testrig.LabelledCPU) string {
+	parts := make([]string, len(top))
+	for i, t := range top {
+		parts[i] = fmt.Sprintf("%s %.2fs", t.Label, t.CPU.Seconds())
+	}
+	return strings.Join(parts, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,4 +201,90 @@ func (p *Postgres) SampleBackendCPU(t testing.TB, appName string) (stop func() f
 		}
 		return float64(total) / hz
 	}
+}
+
+// ProcessCPUs is every live process's own CPU time (utime + stime), with
+// a label: the first two words of its command line ("postgres: startup",
+// "clickhouse-server", ...).
+type ProcessCPUs map[int]LabelledCPU
+
+// LabelledCPU is one process's label and CPU time.
+type LabelledCPU struct {
+	Label string
+	CPU   time.Duration
+}
+
+// ReadProcessCPUs reads /proc for every process it may read; processes
+// that exit while it reads are skipped.
+func ReadProcessCPUs() (ProcessCPUs, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing /proc: %w", err)
+	}
+	hz, err := clockTicks()
+	if err != nil {
+		return nil, err
+	}
+	out := ProcessCPUs{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		st, err := parseProcStat(pid, string(raw))
+		if err != nil {
+			continue
+		}
+		cpu, err := ticksDuration(hz, st.utime, st.stime)
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out[pid] = LabelledCPU{Label: processLabel(string(cmd)), CPU: cpu}
+	}
+	return out, nil
+}
+
+// processLabel is a command line's first two words, the program's
+// directory dropped.
+func processLabel(cmdline string) string {
+	words := strings.Fields(strings.ReplaceAll(cmdline, "\x00", " "))
+	if len(words) == 0 {
+		return "?"
+	}
+	words[0] = filepath.Base(words[0])
+	if len(words) > 1 && strings.HasSuffix(words[0], ":") {
+		return words[0] + " " + words[1]
+	}
+	return words[0]
+}
+
+// Top is the CPU each label spent between earlier and p (processes alive
+// at p; one that started since counts from zero), the n largest first.
+func (p ProcessCPUs) Top(earlier ProcessCPUs, n int) []LabelledCPU {
+	sum := map[string]time.Duration{}
+	for pid, now := range p {
+		d := now.CPU
+		if was, ok := earlier[pid]; ok && was.Label == now.Label {
+			d -= was.CPU
+		}
+		if d > 0 {
+			sum[now.Label] += d
+		}
+	}
+	out := make([]LabelledCPU, 0, len(sum))
+	for l, d := range sum {
+		out = append(out, LabelledCPU{Label: l, CPU: d})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].CPU > out[j].CPU || out[i].CPU == out[j].CPU && out[i].Label < out[j].Label
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }

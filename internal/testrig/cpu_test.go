@@ -84,3 +84,27 @@ func TestParseMachineCPU(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestProcessCPUsTop(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"postgres: startup recovering 000000010000000000000003\x00": "postgres: startup",
+		"/usr/bin/clickhouse-server\x00--config-file=x\x00":         "clickhouse-server",
+		"": "?",
+	} {
+		if got := processLabel(cmd); got != want {
+			t.Errorf("processLabel(%q) = %q, want %q", cmd, got, want)
+		}
+	}
+	earlier := ProcessCPUs{1: {"a", time.Second}, 2: {"b", time.Second}, 3: {"c", 5 * time.Second}}
+	now := ProcessCPUs{1: {"a", 3 * time.Second}, 2: {"b", 2 * time.Second}, 4: {"b", time.Second}, 3: {"c", 5 * time.Second}}
+	top := now.Top(earlier, 5)
+	if len(top) != 2 || top[0] != (LabelledCPU{"a", 2 * time.Second}) || top[1] != (LabelledCPU{"b", 2 * time.Second}) {
+		t.Errorf("Top = %v", top)
+	}
+	if len(now.Top(earlier, 1)) != 1 {
+		t.Error("Top(1) is not one entry")
+	}
+	if self, err := ReadProcessCPUs(); err != nil || len(self) == 0 {
+		t.Errorf("ReadProcessCPUs: %d processes, %v", len(self), err)
+	}
+}

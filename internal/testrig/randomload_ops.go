@@ -160,9 +160,10 @@ func (c *rlClient) classify(err error, sql string) error {
 		return errSkip{code}
 	}
 	// A value made for a column a concurrent ALTER COLUMN ... TYPE just
-	// narrowed: out of range, too long.
+	// narrowed or retyped (the operation took the shape before the change
+	// committed): out of range, too long, of the old type.
 	var pe *pgconn.PgError
-	if c.opt.TypeChanges && errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "22001") {
+	if c.opt.TypeChanges && errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "22001" || pe.Code == "42804") {
 		return errSkip{pe.Code}
 	}
 	return fmt.Errorf("%w\nstatement: %s", err, abbreviate(sql))

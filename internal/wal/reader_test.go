@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 const fixtureDir = "testdata/pg15/wal"
@@ -375,5 +376,63 @@ func readBytesErr(start LSN, data []byte, chunk int) ([]*Record, error) {
 			return out, err
 		}
 		out = append(out, rec.Clone())
+	}
+}
+
+// TestCloneMatchesRedecode: a clone (its slices moved onto its own Raw)
+// equals the record decoded afresh from the copied bytes, and shares no
+// memory with the reader.
+func TestCloneMatchesRedecode(t *testing.T) {
+	r, err := NewFileReader(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(s, raw []byte) bool {
+		if len(s) == 0 {
+			return true
+		}
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+		return p >= base && p+uintptr(len(s)) <= base+uintptr(len(raw))
+	}
+	n, blocks := 0, 0
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		c := rec.Clone()
+		if fast := *rec; !func() bool { fast.Raw = append([]byte(nil), rec.Raw...); return fast.rebase(rec.Raw) }() {
+			t.Fatalf("record at %s: a slice is not within Raw, Clone re-decodes it", rec.LSN)
+		}
+		want := *rec
+		want.Raw = append([]byte(nil), rec.Raw...)
+		want.Blocks = nil
+		if err := decodeRecordBody(&want); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(c.MainData, want.MainData) || len(c.Blocks) != len(want.Blocks) {
+			t.Fatalf("record at %s: clone differs from a fresh decode", rec.LSN)
+		}
+		if !within(c.MainData, c.Raw) {
+			t.Fatalf("record at %s: clone's main data is not within its Raw", rec.LSN)
+		}
+		for i := range c.Blocks {
+			cb, wb := c.Blocks[i], want.Blocks[i]
+			if !bytes.Equal(cb.Data, wb.Data) || !bytes.Equal(cb.ImageData, wb.ImageData) || cb.ID != wb.ID || cb.Rel != wb.Rel || cb.BlockNum != wb.BlockNum {
+				t.Fatalf("record at %s: block %d of the clone differs from a fresh decode", rec.LSN, i)
+			}
+			if !within(cb.Data, c.Raw) || !within(cb.ImageData, c.Raw) {
+				t.Fatalf("record at %s: block %d of the clone points outside its Raw", rec.LSN, i)
+			}
+			blocks++
+		}
+		if len(rec.Blocks) > 0 && &c.Blocks[0] == &rec.Blocks[0] {
+			t.Fatalf("record at %s: clone shares the reader's blocks", rec.LSN)
+		}
+		n++
+	}
+	if n < 100 || blocks == 0 {
+		t.Fatalf("only %d records (%d blocks) checked", n, blocks)
 	}
 }

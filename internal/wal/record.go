@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"unsafe"
 )
 
 // Sizes fixed by the WAL format (xlogrecord.h, xlog_internal.h).
@@ -180,14 +181,60 @@ func (r *Record) FPIBytes() (n int, count int) {
 	return n, count
 }
 
-// Clone returns a deep copy that does not alias reader memory.
+// Clone returns a deep copy that does not alias reader memory. The
+// decoded slices are moved onto the copy of Raw they point into (re-decoding
+// the body would do the same work again).
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Raw = append([]byte(nil), r.Raw...)
+	if c.rebase(r.Raw) {
+		return &c
+	}
 	c.Blocks = nil
 	if err := decodeRecordBody(&c); err != nil {
 		// r decoded from the same bytes, so this cannot fail.
 		panic("wal: re-decoding a cloned record: " + err.Error())
 	}
 	return &c
+}
+
+// rebase points c's decoded slices, which point into from, at the same
+// bytes of c.Raw (a copy of from), on a Blocks array of its own; false
+// when one of them is not within from.
+func (c *Record) rebase(from []byte) bool {
+	var ok bool
+	if c.MainData, ok = rebaseSlice(c.MainData, from, c.Raw); !ok {
+		return false
+	}
+	if c.Blocks == nil {
+		return true
+	}
+	c.Blocks = append([]BlockRef(nil), c.Blocks...)
+	for i := range c.Blocks {
+		b := &c.Blocks[i]
+		if b.ImageData, ok = rebaseSlice(b.ImageData, from, c.Raw); !ok {
+			return false
+		}
+		if b.Data, ok = rebaseSlice(b.Data, from, c.Raw); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// rebaseSlice is the part of to at s's offset within from (nil stays nil).
+func rebaseSlice(s, from, to []byte) ([]byte, bool) {
+	if s == nil {
+		return nil, true
+	}
+	if len(from) == 0 || len(to) != len(from) {
+		return nil, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(from)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	if p < base || p-base > uintptr(len(from)) || uintptr(len(s)) > uintptr(len(from))-(p-base) {
+		return nil, false
+	}
+	off := int(p - base)
+	return to[off : off+len(s) : off+len(s)], true
 }
