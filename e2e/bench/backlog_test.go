@@ -163,6 +163,7 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
   walshadow: start to ClickHouse-complete %v; process CPU %.2fs (%.4f s per MB of WAL), peak RSS %.0f MiB; source walsender (pid %d) CPU %.2fs; machine busy %.2fs, idle %.2fs
   pgoutput:  pg_recvlogical launch to exit %v (first byte after %v, replay %v, %.1f MB written); source walsender (pid %d) CPU %.2fs; pg_recvlogical CPU %.2fs; machine busy %.2fs, idle %.2fs
   busiest processes (own CPU, alive at the end): walshadow run %s; pgoutput run %s
+  ClickHouse part log over the walshadow run: %s
   ratio walshadow/pgoutput: %.2f (goal <= 0.5: %s)
   end state: %s in ClickHouse/source; %d of %d pgbench tables compared equal by count, sums and md5`,
 		scale, bootstrapTime.Round(time.Second),
@@ -170,7 +171,7 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 		ws.wall.Round(time.Millisecond), ws.cpu.Seconds(), ws.cpu.Seconds()/walMB, float64(ws.peakRSS)/(1<<20), ws.senderPID, ws.senderCPU.Seconds(), ws.machine.Busy.Seconds(), ws.machine.Idle.Seconds(),
 		pg.Wall.Round(time.Millisecond), pg.FirstByte.Round(time.Millisecond), pg.Replay.Round(time.Millisecond), float64(pg.Bytes)/1e6,
 		pg.WalsenderPID, pg.WalsenderCPU.Seconds(), pg.ClientCPU.Seconds(), pgMachine.Busy.Seconds(), pgMachine.Idle.Seconds(),
-		cpuList(ws.top), cpuList(pgTop),
+		cpuList(ws.top), cpuList(pgTop), ws.parts,
 		ratio, goal, counts, compared, len(pgbenchTables))
 }
 
@@ -286,6 +287,7 @@ type walshadowRun struct {
 	senderCPU time.Duration         // its physical walsender's CPU, sampled
 	machine   testrig.MachineCPU    // every process's, over the run (shadow, ClickHouse, source included)
 	top       []testrig.LabelledCPU // the processes that spent most of it
+	parts     string                // ClickHouse's part log over the run: inserts and merges
 }
 
 // senderSample is the physical walsender a run's watcher found and samples.
@@ -325,6 +327,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 	}
 	b.ResetTimer()
 	machineStart, procsStart := readMachineCPU(b), readProcessCPUs(b)
+	chStart := strings.TrimSpace(r.ch.HTTPQuery(b, "SELECT toString(now())"))
 	start := time.Now()
 	c := r.start(b, env...)
 	go func() {
@@ -386,7 +389,27 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 		}
 	}
 	c.Kill()
+	run.parts = r.partLog(b, chStart)
 	return run
+}
+
+// partLog sums ClickHouse's part log since from (a server time): parts
+// written by inserts and by merges, with their rows and the merges' time.
+func (r *backlogRig) partLog(b *testing.B, from string) string {
+	b.Helper()
+	r.ch.HTTPQuery(b, "SYSTEM FLUSH LOGS")
+	out := r.ch.HTTPQuery(b, `SELECT event_type, count(), sum(rows), round(sum(size_in_bytes) / 1e6, 1), round(sum(duration_ms) / 1e3, 2)
+		FROM system.part_log WHERE event_time >= toDateTime('`+from+`') AND toString(event_type) IN ('NewPart', 'NEW_PART', 'MergeParts', 'MERGE_PARTS')
+		GROUP BY event_type ORDER BY event_type FORMAT TSV`)
+	var parts []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 5 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s parts, %s rows, %s MB, %s s", f[0], f[1], f[2], f[3], f[4]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // compareEnd compares the pgbench tables in ClickHouse with the source:

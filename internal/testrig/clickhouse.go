@@ -243,6 +243,13 @@ func (ch *ClickHouse) configXML() string {
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
     <mlock_executable>false</mlock_executable>
+    <!-- Every part created, merged and removed: what benchmarks read to say
+         how much merging an ingest cost the server. -->
+    <part_log>
+        <database>system</database>
+        <table>part_log</table>
+        <flush_interval_milliseconds>1000</flush_interval_milliseconds>
+    </part_log>
 </yandex>
 `, d, ch.httpPort, ch.tcpPort)
 }
