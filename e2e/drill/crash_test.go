@@ -35,6 +35,7 @@ const (
 	killSpill                   // the child kills itself after the N-th spill
 	killAppend                  // after the N-th append to the spool, before its sync
 	killTrim                    // after the N-th trim of the spool, before its new start is recorded
+	killRead                    // after the N-th read of the spool went to the pump (shadow feed, filter, buffer)
 )
 
 // killPlan is one cycle's kill.
@@ -54,12 +55,34 @@ func (k killPlan) String() string {
 		return fmt.Sprintf("append:%d", k.n)
 	case killTrim:
 		return fmt.Sprintf("trim:%d", k.n)
+	case killRead:
+		return fmt.Sprintf("read:%d", k.n)
 	}
 	return fmt.Sprintf("after %v", k.delay)
 }
 
+// parseKills reads a comma-separated list of kill points as killPlan's
+// String writes them ("capture:2", "read:40"; not the random delays).
+func parseKills(list string) ([]killPlan, error) {
+	if list == "" {
+		return nil, nil
+	}
+	kinds := map[string]killKind{"capture": killCapture, "spill": killSpill, "append": killAppend, "trim": killTrim, "read": killRead}
+	var out []killPlan
+	for _, item := range strings.Split(list, ",") {
+		name, num, _ := strings.Cut(strings.TrimSpace(item), ":")
+		kind, ok := kinds[name]
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 1 {
+			return nil, fmt.Errorf("WALSHADOW_DRILL_KILLS: %q is not a kill point (capture, spill, append, trim or read, then :N with N >= 1)", item)
+		}
+		out = append(out, killPlan{kind: kind, n: n})
+	}
+	return out, nil
+}
+
 func drawKill(rng *rand.Rand) killPlan {
-	switch x := rng.Intn(20); {
+	switch x := rng.Intn(22); {
 	case x < 6:
 		return killPlan{kind: killDelay, delay: time.Duration(200+rng.Intn(crashLoadSeconds*1000)) * time.Millisecond}
 	case x < 11:
@@ -68,6 +91,8 @@ func drawKill(rng *rand.Rand) killPlan {
 		return killPlan{kind: killSpill, n: 1 + rng.Intn(2)}
 	case x < 17:
 		return killPlan{kind: killAppend, n: 1 + rng.Intn(300)}
+	case x < 19:
+		return killPlan{kind: killRead, n: 1 + rng.Intn(300)}
 	default:
 		return killPlan{kind: killTrim, n: 1}
 	}
@@ -79,8 +104,9 @@ func drawKill(rng *rand.Rand) killPlan {
 // at a moment the seed picks: a random time, right after a catalog
 // boundary's capture (before its batch reaches ClickHouse), right after a
 // transaction spilled, right after WAL was appended to the spool (before
-// its sync), or right after the spool was trimmed (before its new start
-// was recorded). After each kill a fresh run catches up in a
+// its sync), right after a read of the spool went to the pump (the
+// shadow's feed, the filter and the transaction buffer), or right after
+// the spool was trimmed (before its new start was recorded). After each kill a fresh run catches up in a
 // quiet period and every table must equal the source (count, exact sums,
 // md5 of the canonical rows); the shadow is never bootstrapped again.
 func TestCrashDrill(t *testing.T) {
@@ -96,6 +122,12 @@ func TestCrashDrill(t *testing.T) {
 			t.Fatalf("WALSHADOW_DRILL_CYCLES=%q: want a positive number", v)
 		}
 		cycles = n
+	}
+	// WALSHADOW_DRILL_KILLS (e.g. "read:40,trim:1") sets the first
+	// cycles' kill points, to reproduce or aim a drill.
+	forced, err := parseKills(os.Getenv("WALSHADOW_DRILL_KILLS"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	started := time.Now()
 	d := newDrill(t, "drop_strategy: drop\n", "transaction_buffer_bytes: 1048576\n")
@@ -138,6 +170,9 @@ func TestCrashDrill(t *testing.T) {
 	for cycle := 1; cycle <= cycles; cycle++ {
 		cycleStart := time.Now()
 		plan := drawKill(rng)
+		if cycle <= len(forced) {
+			plan = forced[cycle-1]
+		}
 		bigCount := 0
 		if plan.kind == killSpill {
 			bigCount = plan.n
@@ -236,5 +271,23 @@ func TestCrashDrill(t *testing.T) {
 		cycles, len(d.Runs), hookKills, missedHooks, bigTx, time.Since(started).Round(time.Second))
 	if hookKills == 0 {
 		t.Errorf("no run died at a capture or spill hook (seed %d): is session.Hooks still called?", seed)
+	}
+}
+
+func TestParseKills(t *testing.T) {
+	got, err := parseKills("read:40, trim:1,capture:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].String() != "read:40" || got[1].String() != "trim:1" || got[2].String() != "capture:2" {
+		t.Errorf("parseKills = %v", got)
+	}
+	for _, bad := range []string{"read", "read:0", "nap:3", "read:x", "read:2,"} {
+		if _, err := parseKills(bad); err == nil {
+			t.Errorf("parseKills(%q) succeeded", bad)
+		}
+	}
+	if got, err := parseKills(""); err != nil || got != nil {
+		t.Errorf(`parseKills("") = %v, %v`, got, err)
 	}
 }

@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 	session.Hooks.AfterSpill = testrig.ChildKillHook("spill")
 	session.Hooks.AfterSpoolAppend = testrig.ChildKillHook("append")
 	session.Hooks.AfterSpoolTrim = testrig.ChildKillHook("trim")
+	session.Hooks.AfterSpoolRead = testrig.ChildKillHook("read")
 	testrig.RunChildIfRequested()
 	os.Exit(m.Run())
 }

@@ -3,6 +3,7 @@ package drill_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/testrig"
+	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // spoolOutage is how long ClickHouse stays down in TestSpoolReleasesSlot
@@ -114,5 +117,92 @@ func TestSpoolReleasesSlot(t *testing.T) {
 	}
 	if starts != 1 {
 		t.Errorf("the session started %d times in one run: the outage restarted it", starts)
+	}
+}
+
+// TestSpoolInteriorCorruption flips a byte inside a spool segment, in WAL
+// the pipeline has not delivered yet (ClickHouse was down while it was
+// written), then starts the pipeline again. Reading it back fails the
+// record's CRC: the error names the spool file; with release_slot
+// delivered the source still holds that WAL, so the next start empties
+// the spool and streams it again, and every table ends equal to the
+// source. (A torn tail, by contrast, is cut quietly: internal/spool's
+// tests.)
+func TestSpoolInteriorCorruption(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL, ClickHouse and the pipeline")
+	}
+	d := newDrill(t, "", "")
+	c := d.start(t)
+	d.waitStreaming(t, c, 3*time.Minute)
+	d.createDrillTables(t)
+	d.src.PGBench(t, 1, testrig.PGBenchOptions{})
+	d.waitCaughtUp(t, c, 3*time.Minute)
+
+	// WAL the pipeline spools but cannot deliver.
+	d.ch.StopServer(t)
+	from := d.src.CurrentLSN(t)
+	d.src.PGBench(t, 1, testrig.PGBenchOptions{NoInit: true, Clients: 2, Jobs: 1, Duration: 5 * time.Second})
+	to := d.src.CurrentLSN(t)
+	dir := filepath.Join(d.stateDir, "spool")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, found, err := spool.ReadState(dir)
+		if err == nil && found && st.End >= to {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the spool did not become durable through %s within a minute (state %+v, %v, %v)", to, st, found, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.Kill()
+
+	// One byte in the middle of the undelivered WAL, past the page header.
+	segSize := uint32(d.src.QueryInt(t, "SELECT setting::int8 * (CASE unit WHEN 'MB' THEN 1048576 WHEN '8kB' THEN 8192 ELSE 1 END) FROM pg_settings WHERE name = 'wal_segment_size'"))
+	sp, err := spool.Open(dir, 1, segSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := from + (to-from)/2
+	if at%wal.BlockSize < 512 {
+		at += 512
+	}
+	path := sp.SegmentPath(at)
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(uint64(at) % uint64(segSize))
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x5a
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flipped the byte at %s (offset %d of %s), between %s and %s", at, off, filepath.Base(path), from, to)
+
+	d.ch.StartServer(t)
+	c = d.start(t)
+	if !c.WaitLog(t, filepath.Base(path), 3*time.Minute) {
+		t.Fatalf("no error named the corrupted spool file %s:\n%s", filepath.Base(path), c.LogTail(80))
+	}
+	d.waitCaughtUp(t, c, 5*time.Minute)
+	if n, differing := d.compareAll(t, "after the corrupted spool was streamed again"); differing > 0 {
+		t.Errorf("%d of %d tables differ", differing, n)
+	}
+	for _, line := range strings.Split(c.Log(), "\n") {
+		if strings.Contains(line, filepath.Base(path)) {
+			t.Logf("the error: %s", line)
+			break
+		}
 	}
 }

@@ -18,4 +18,8 @@ var Hooks struct {
 	// AfterSpoolTrim runs once the spool removed segments, before it
 	// recorded its new start.
 	AfterSpoolTrim func()
+	// AfterSpoolRead runs once a read of the spool went to the pump (the
+	// filter, the shadow's feed and the transaction buffer took it),
+	// before the next read.
+	AfterSpoolRead func()
 }

@@ -189,6 +189,9 @@ func (s *Session) feed(ctx context.Context, p *parts, r *spool.Reader) {
 				}
 				return
 			}
+			if Hooks.AfterSpoolRead != nil {
+				Hooks.AfterSpoolRead()
+			}
 		case errors.Is(err, context.DeadlineExceeded):
 			if err := p.pump.FlushIdle(ctx); err != nil {
 				return
