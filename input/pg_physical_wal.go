@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,8 +67,7 @@ the transaction tree merged by LSN; aborted work and rolled-back savepoints
 never come out. A large transaction spans several batches.
 
 Metadata: `+"`walshadow_wal_record`"+` holds all of it as one typed value, what
-`+"`walshadow_decode`"+` reads (and `+"`walshadow_seq`"+`, `+"`walshadow_epoch`"+`
-and `+"`walshadow_boundary`"+` are always set). With `+"`metadata: all`"+` every
+`+"`walshadow_decode`"+` reads (and `+"`walshadow_boundary`"+` is always set). With `+"`metadata: all`"+` every
 value is set as a string too, for mappings and logs:
 
 - `+"`wal_lsn`"+`, `+"`wal_next_lsn`"+`: where the record starts, and where the next one does (PostgreSQL's EndRecPtr).
@@ -96,7 +94,7 @@ restart, with its count.`).
 			Description("Label of the `walshadow` resource (the source session) to read.").
 			Example("main")).
 		Field(service.NewStringEnumField(fieldMetadata, metadataTyped, metadataAll).
-			Description("`typed`: the typed record value (and the batch position); `all`: every metadata key as a string as well (a map insert each per record, which costs throughput).").
+			Description("`typed`: the typed record value; `all`: every metadata key as a string as well (a map insert each per record, which costs throughput).").
 			Default(metadataTyped).
 			Advanced()).
 		Example("Minimal", "Stream a source and drop the records (a smoke test of the session).", `
@@ -281,7 +279,6 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		return nil, nil, err
 	}
 	msgs := make(service.MessageBatch, 0, len(b.Items))
-	seq, epoch := strconv.FormatUint(b.Seq, 10), strconv.FormatUint(b.Epoch, 10)
 	recs := make([]msg.Record, len(b.Items))
 	var lastTx *session.TxInfo
 	var tx *msg.Tx
@@ -294,10 +291,6 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		r.Seq, r.Epoch = b.Seq, b.Epoch
 		m := service.NewMessage(it.Record.Raw)
 		msg.SetRecord(m, r, in.allMeta)
-		if !in.allMeta {
-			m.MetaSetMut(MetaSeq, seq)
-			m.MetaSetMut(MetaEpoch, epoch)
-		}
 		// The boundary rides its commit record, the first item of its
 		// transaction: the processor captures before decoding any row.
 		if tx := it.Tx; tx != nil && tx.Boundary != nil && it.Record.LSN == tx.CommitLSN {
