@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,22 +309,27 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 	// timed runs write(ctx) b.N times into t, each from an empty table,
 	// and reports the rate and allocations per row; it returns the rows
 	// written.
-	timed := func(b *testing.B, t clickhouse.Target, write func(ctx context.Context, run int) error) float64 {
+	timed := func(b *testing.B, t clickhouse.Target, prepare func(run int), write func(ctx context.Context) error) float64 {
 		b.SetBytes(int64(n) * pgbenchRowBytes)
 		b.ReportAllocs()
 		var mallocs, allocBytes uint64
+		var cpu time.Duration
 		var ms runtime.MemStats
 		b.ResetTimer()
 		for run := range b.N {
 			b.StopTimer()
 			r.ch.HTTPQuery(b, "TRUNCATE TABLE "+clickhouse.QuoteQualified(t))
+			prepare(run)
+			runtime.GC() // what an earlier run left is not this run's to collect
 			runtime.ReadMemStats(&ms)
 			mallocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
+			cpu0 := processCPU(b)
 			b.StartTimer()
-			if err := write(ctx, run); err != nil {
+			if err := write(ctx); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			cpu += processCPU(b) - cpu0
 			runtime.ReadMemStats(&ms)
 			mallocs += ms.Mallocs - mallocs0
 			allocBytes += ms.TotalAlloc - bytes0
@@ -335,6 +341,9 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(mallocs)/total, "allocs/row")
 		b.ReportMetric(float64(allocBytes)/total, "B/row")
+		// This process's CPU (not ClickHouse's): what the client side costs,
+		// steadier than rows/s on a machine ClickHouse's merges share.
+		b.ReportMetric(float64(cpu.Microseconds())/total, "cpu-µs/row")
 		return total
 	}
 
@@ -342,13 +351,15 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		// Each run (of every b.N the benchmark is called with) writes the
 		// rows as later transactions: the same ones again would be a
 		// replay, which the output skips.
-		msgs := make([][]*service.Message, b.N)
-		for run := range msgs {
-			msgs[run] = pgbenchMessages(rows, wal.LSN(outputRuns)*wal.LSN(n+1)*pgbenchRowWAL)
+		var msgs []*service.Message
+		prepare := func(int) {
+			msgs = nil
+			runtime.GC()
+			msgs = pgbenchMessages(rows, wal.LSN(outputRuns)*wal.LSN(n+1)*pgbenchRowWAL)
 			outputRuns++
 		}
-		outputRows += timed(b, r.target, func(ctx context.Context, run int) error {
-			return writeThroughOutput(ctx, r.out, msgs[run])
+		outputRows += timed(b, r.target, prepare, func(ctx context.Context) error {
+			return writeThroughOutput(ctx, r.out, msgs)
 		})
 		outputSeconds += b.Elapsed().Seconds()
 	})
@@ -358,7 +369,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.conn.Close()
-		rate := timed(b, plain, func(ctx context.Context, _ int) error { return p.write(ctx, rows) }) / b.Elapsed().Seconds()
+		rate := timed(b, plain, func(int) {}, func(ctx context.Context) error { return p.write(ctx, rows) }) / b.Elapsed().Seconds()
 		if outputSeconds > 0 {
 			outputRate := outputRows / outputSeconds
 			b.ReportMetric(rate/outputRate, "x-slower")
@@ -422,4 +433,13 @@ func TestOutputWritesPgbenchRows(t *testing.T) {
 	if a, b := digest(r.target), digest(plain); a != b || !strings.HasPrefix(a, strconv.Itoa(n)+"\t") {
 		t.Errorf("count and row hash: output table %q, clickhouse-go table %q; want equal, of %d rows", a, b, n)
 	}
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -249,13 +249,49 @@ func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][
 			batch.Abort()
 			return fmt.Errorf("inserting into %s: row %d has %d values for %d columns", QuoteQualified(t), i, len(row), len(cols))
 		}
+	}
+	if block, ok := columnar(cols, rows); ok {
+		for i, col := range block {
+			if err := batch.Column(i).Append(col); err != nil {
+				// A slice the column does not take: the rows go again, one
+				// by one, in a batch of their own.
+				batch.Abort()
+				return c.insertRows(ctx, t, cols, rows)
+			}
+		}
+	} else if err := appendRows(batch, t, rows); err != nil {
+		return err
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
+	}
+	return nil
+}
+
+// insertRows is Insert with every row appended on its own (the path for
+// blocks columnar does not build).
+func (c *Conn) insertRows(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any) error {
+	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(cols)+")")
+	if err != nil {
+		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+	}
+	defer batch.Close()
+	if err := appendRows(batch, t, rows); err != nil {
+		return err
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
+	}
+	return nil
+}
+
+// appendRows appends rows one by one (aborting the batch on a refusal).
+func appendRows(batch driver.Batch, t Target, rows [][]any) error {
+	for i, row := range rows {
 		if err := batch.Append(row...); err != nil {
 			batch.Abort()
 			return fmt.Errorf("inserting into %s: row %d: %w", QuoteQualified(t), i, err)
 		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
 	}
 	return nil
 }
