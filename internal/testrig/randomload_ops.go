@@ -161,9 +161,10 @@ func (c *rlClient) classify(err error, sql string) error {
 	}
 	// A value made for a column a concurrent ALTER COLUMN ... TYPE just
 	// narrowed or retyped (the operation took the shape before the change
-	// committed): out of range, too long, of the old type.
+	// committed): out of range, too long, of the old type (an expression,
+	// or COPY's text of it).
 	var pe *pgconn.PgError
-	if c.opt.TypeChanges && errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "22001" || pe.Code == "42804") {
+	if c.opt.TypeChanges && errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "22001" || pe.Code == "42804" || pe.Code == "22P02") {
 		return errSkip{pe.Code}
 	}
 	return fmt.Errorf("%w\nstatement: %s", err, abbreviate(sql))
