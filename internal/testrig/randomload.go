@@ -68,7 +68,9 @@ type RandomLoadStats struct {
 	// Committed, RolledBack: transactions by outcome (autocommit statements
 	// count as committed).
 	Committed, RolledBack int
-	Duration              time.Duration
+	// TypeChanges counts committed ALTER COLUMN ... TYPE statements.
+	TypeChanges int
+	Duration    time.Duration
 }
 
 func (o RandomLoadOptions) clients() int {
@@ -412,6 +414,7 @@ func (p *Postgres) RunRandomLoad(t testing.TB, opt RandomLoadOptions) RandomLoad
 		}
 		total.Committed += c.stats.Committed
 		total.RolledBack += c.stats.RolledBack
+		total.TypeChanges += c.stats.TypeChanges
 	}
 	total.Duration = time.Since(start)
 	if err := errors.Join(errs...); err != nil {

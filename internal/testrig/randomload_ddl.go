@@ -177,6 +177,9 @@ func (c *rlClient) ddl(ctx context.Context, op string) error {
 	if err := c.end(ctx, "COMMIT"); err != nil {
 		return err
 	}
+	if op == "ddl_alter_type_exact" || op == "ddl_alter_type_reload" {
+		c.stats.TypeChanges++
+	}
 	apply()
 	if op != "ddl_drop_table" {
 		s.tables[idx] = t

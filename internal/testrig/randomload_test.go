@@ -114,10 +114,10 @@ func TestRandomLoadKeylessTypesTemp(t *testing.T) {
 	if dups == 0 {
 		t.Error("no keyless table holds a duplicate row")
 	}
-	// Type changes happened: some column has a type only a change makes.
-	if n := p.QueryInt(t, `SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-		WHERE c.relname LIKE 'rl\_%' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
-		AND format_type(atttypid, atttypmod) IN ('character varying(12)', 'character varying(200)', 'numeric(14,4)', 'numeric(8,1)')`); n == 0 {
-		t.Error("no column has a type that only ALTER COLUMN ... TYPE gives")
+	// Type changes happened. (Which types they leave depends on how the
+	// clients interleave: a later change or a dropped column can hide
+	// them, so the catalog is not the evidence; the commits are.)
+	if stats.TypeChanges == 0 {
+		t.Error("no ALTER COLUMN ... TYPE committed")
 	}
 }
