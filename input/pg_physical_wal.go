@@ -280,14 +280,9 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 	}
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	recs := make([]msg.Record, len(b.Items))
-	var lastTx *session.TxInfo
-	var tx *msg.Tx
 	for i, it := range b.Items {
-		if it.Tx != lastTx {
-			lastTx, tx = it.Tx, txOf(it.Tx)
-		}
 		r := &recs[i]
-		recordMeta(r, it, tx)
+		recordMeta(r, it)
 		r.Seq, r.Epoch = b.Seq, b.Epoch
 		m := service.NewMessage(it.Record.Raw)
 		msg.SetRecord(m, r, in.allMeta)
@@ -319,22 +314,16 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 	}, nil
 }
 
-// recordMeta fills r with the metadata of the record it carries, tx being
-// its transaction's (shared by the transaction's records).
-func recordMeta(r *msg.Record, it session.Item, tx *msg.Tx) {
+// recordMeta fills r with the metadata of the record it carries; its
+// transaction's is the session's own (shared by the transaction's records).
+func recordMeta(r *msg.Record, it session.Item) {
 	rec := it.Record
 	*r = msg.Record{LSN: rec.LSN, Next: rec.Next, XID: rec.Header.XID, TopXID: rec.TopLevelXID,
 		Rmgr: rec.Header.RmID, Info: rec.Header.Info, PGMajor: rec.Layout.Major,
-		Deferred: it.Decision.DeferCatalogDecode, Tx: tx, Last: it.Last}
-}
-
-// txOf is the metadata of a session transaction (nil: none).
-func txOf(t *session.TxInfo) *msg.Tx {
-	if t == nil {
-		return nil
+		Deferred: it.Decision.DeferCatalogDecode, Last: it.Last}
+	if it.Tx != nil {
+		r.Tx = &it.Tx.Tx
 	}
-	return &msg.Tx{TopXID: t.TopXID, CommitLSN: t.CommitLSN, CommitNext: t.CommitNext,
-		FirstLSN: t.FirstLSN, CommitTime: t.CommitTime}
 }
 
 // Close stops reading; the session itself is a resource Benthos closes at

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -435,11 +434,11 @@ func TestOutputWritesPgbenchRows(t *testing.T) {
 	}
 }
 
-// processCPU is this process's user and system CPU time so far.
+// processCPU is this process's own user and system CPU time so far.
 func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	cpu, err := testrig.ReadProcCPU(os.Getpid())
+	if err != nil {
 		tb.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu.Own
 }

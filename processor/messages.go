@@ -121,8 +121,9 @@ func opName(op decode.Op) string {
 // and the routing strings.
 func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Change, epoch uint64) *service.Message {
 	m := service.NewMessage(nil)
+	rm := p.text.relation(r.Desc)
 	c.Op = opName(r.Op)
-	c.Rel = p.text.relation(r.Desc).rel
+	c.Rel = rm.rel
 	c.LSN, c.Tx, c.DescVersion, c.Epoch = r.LSN, tx.tx, r.DescFrom, epoch
 	c.TID = msg.TID(r.TID)
 	if r.Op == decode.OpUpdate {
@@ -157,7 +158,6 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Cha
 		c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
 	} else {
 		// The routing strings from the cache: no formatting, no boxing.
-		rm := p.text.relation(r.Desc)
 		m.MetaSetMut(MetaOperation, c.Op)
 		if c.Event != "" {
 			m.MetaSetMut(MetaEvent, c.Event)

@@ -181,33 +181,3 @@ func (p *parser) tid(key string) TID {
 	}
 	return t
 }
-
-// Strings is m's metadata as strings: what is set as a string, other
-// values as fmt prints them, and the typed record or change rendered for
-// every key not set otherwise (what `metadata: all` would have set).
-func Strings(m *service.Message) map[string]string {
-	out := map[string]string{}
-	var typed []func(key, value string)
-	set := func(k, v string) {
-		if _, ok := out[k]; !ok {
-			out[k] = v
-		}
-	}
-	_ = m.MetaWalkMut(func(k string, v any) error {
-		switch t := v.(type) {
-		case string:
-			out[k] = t
-		case *Change:
-			typed = append(typed, func(string, string) { t.AppendStrings(true, set) })
-		case *Record:
-			typed = append(typed, func(string, string) { t.AppendStrings(set) })
-		default:
-			out[k] = fmt.Sprint(v)
-		}
-		return nil
-	})
-	for _, f := range typed {
-		f("", "")
-	}
-	return out
-}

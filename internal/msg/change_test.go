@@ -305,3 +305,20 @@ func FuzzChangeStrings(f *testing.F) {
 		}
 	})
 }
+
+func TestStringsPrefersSetStrings(t *testing.T) {
+	m := service.NewMessage(nil)
+	c := testUpdate()
+	m.MetaSetMut(KeyChange, c)
+	m.MetaSetMut(KeyTable, "renamed_by_a_mapping")
+	got := Strings(m)
+	if got[KeyTable] != "renamed_by_a_mapping" {
+		t.Errorf("%s = %q: the typed value overwrote the string set", KeyTable, got[KeyTable])
+	}
+	if got[KeyXID] != "1000" || got[KeyTID] != "7:3" {
+		t.Errorf("typed keys not rendered: %v", got)
+	}
+	if _, ok := got[KeyChange]; ok {
+		t.Errorf("the typed value itself is in the strings: %v", got)
+	}
+}

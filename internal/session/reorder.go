@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/internal/xact"
 )
@@ -13,15 +14,13 @@ import (
 // TxInfo describes the committed transaction an item belongs to. Items of
 // one transaction share one TxInfo.
 type TxInfo struct {
-	TopXID     uint32
-	CommitLSN  wal.LSN // the COMMIT (or COMMIT PREPARED) record
-	CommitNext wal.LSN // where the record after it starts
-	CommitTime time.Time
-	// FirstLSN is the first buffered change of the transaction tree (the
-	// commit's LSN when it changed no row): the resume floor stays at or
-	// below it until the transaction is delivered.
-	FirstLSN wal.LSN
-	Changes  int
+	// Tx is what every record of it carries as metadata (the input hands
+	// out a pointer to it): its top xid, commit record, commit time and
+	// first buffered change (the commit's LSN when it changed no row; the
+	// resume floor stays at or below it until the transaction is
+	// delivered).
+	msg.Tx
+	Changes int
 	// Boundary is set when the commit is a catalog boundary; captured is
 	// closed once the session has captured it (the hold's release).
 	Boundary *Boundary
@@ -180,8 +179,8 @@ func (r *reorderer) xactRecord(it Item, bound *Boundary, release func(), capture
 		if err != nil {
 			return fmt.Errorf("committing xid %d at %s: %w", top, rec.LSN, err)
 		}
-		info := &TxInfo{TopXID: top, CommitLSN: rec.LSN, CommitNext: rec.Next,
-			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN(), Changes: drain.Len(), Boundary: bound, captured: captured}
+		info := &TxInfo{Tx: msg.Tx{TopXID: top, CommitLSN: rec.LSN, CommitNext: rec.Next,
+			CommitTime: pgTime(r.commit.XactTime), FirstLSN: drain.FirstLSN()}, Changes: drain.Len(), Boundary: bound, captured: captured}
 		if info.FirstLSN == 0 {
 			info.FirstLSN = rec.LSN
 		}
