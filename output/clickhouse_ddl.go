@@ -463,7 +463,11 @@ type chOutput struct {
 	// deferred are the current batch's updates waiting for their table's
 	// load (handed to loads once the batch is written).
 	deferred []deferredRow
-	mgr      *service.Resources
+	// parsed is the batch being written, each message's change metadata
+	// read once (parseBatch); filled is addRow's scratch.
+	parsed []parsedChange
+	filled []bool
+	mgr    *service.Resources
 }
 
 // sessionView is what the output needs of the session: the descriptor log

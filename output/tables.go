@@ -29,6 +29,48 @@ type tableState struct {
 
 	rows  [][]any
 	bytes int
+	// slab is where newRow cuts rows from: one allocation for many rows.
+	slab []any
+	// plans caches, per row shape, each payload column name's index in
+	// cols (-1: not replicated); planShape/plan is the last one used.
+	plans     map[*rowShape]map[string]int
+	planShape *rowShape
+	plan      map[string]int
+}
+
+// rowSlabRows is how many rows newRow allocates at once.
+const rowSlabRows = 256
+
+// newRow is a zeroed row of len(cols) values. Rows share slabs, never
+// reused: a row kept past its flush (a deferred row, a prior version)
+// stays valid.
+func (ts *tableState) newRow() []any {
+	n := len(ts.cols)
+	if len(ts.slab) < n {
+		ts.slab = make([]any, n*rowSlabRows)
+	}
+	row := ts.slab[:n:n]
+	ts.slab = ts.slab[n:]
+	return row
+}
+
+// planOf is the name → index cache of a row shape. The agreement a
+// tableState is built from never changes under it, so an index found once
+// holds for every row of the shape.
+func (ts *tableState) planOf(shape *rowShape) map[string]int {
+	if ts.planShape == shape {
+		return ts.plan
+	}
+	if ts.plans == nil {
+		ts.plans = map[*rowShape]map[string]int{}
+	}
+	p := ts.plans[shape]
+	if p == nil {
+		p = make(map[string]int, len(shape.attnums))
+		ts.plans[shape] = p
+	}
+	ts.planShape, ts.plan = shape, p
+	return p
 }
 
 func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
@@ -122,6 +164,9 @@ func (ts *tableState) add(row []any, size int) {
 			ts.rows = ts.rows[:n-1]
 		}
 	}
+	if ts.rows == nil {
+		ts.rows = make([][]any, 0, 1024)
+	}
 	ts.rows = append(ts.rows, row)
 	ts.bytes += size
 }
@@ -134,7 +179,7 @@ func (ts *tableState) reset() {
 // deleteMarker is a physical table's delete of tuple (block, off) of
 // filenode, at row's version: its key, zero values, _is_deleted = 1.
 func (ts *tableState) deleteMarker(row []any, filenode, block uint32, off uint16) []any {
-	m := make([]any, len(ts.cols))
+	m := ts.newRow()
 	for i := range ts.agreed.Columns {
 		m[i] = ts.zero[i]
 	}

@@ -61,7 +61,8 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	if o.conn == nil || !o.ready {
 		return service.ErrNotConnected
 	}
-	epoch, stale := o.batchEpoch(batch)
+	epoch, stale := o.parseBatch(batch)
+	defer func() { clear(o.parsed); o.parsed = o.parsed[:0] }() // keeps no message alive
 	if stale {
 		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
 	}
@@ -122,13 +123,28 @@ func (o *chOutput) unavailable(ctx context.Context, err error) bool {
 	return clickhouse.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// batchEpoch is the newest session run among the batch's messages (0: not
-// said), and whether any of them belongs to a run that stopped (benthos'
-// batching policy may merge batches of two runs).
-func (o *chOutput) batchEpoch(batch service.MessageBatch) (newest uint64, stale bool) {
+// parsedChange is one message's change metadata as changeOf read it.
+type parsedChange struct {
+	c   change
+	err error
+}
+
+// parseBatch reads every message's change metadata once (into
+// o.parsed, reused across batches) and returns the newest session run
+// among them (0: not said), and whether any of them belongs to a run that
+// stopped (benthos' batching policy may merge batches of two runs).
+func (o *chOutput) parseBatch(batch service.MessageBatch) (newest uint64, stale bool) {
+	o.parsed = o.parsed[:0]
 	var last uint64
 	for _, m := range batch {
-		n := messageEpoch(m)
+		c, err := changeOf(m)
+		o.parsed = append(o.parsed, parsedChange{c, err})
+		var n uint64
+		if err == nil {
+			n = c.meta.Epoch
+		} else {
+			n = messageEpoch(m) // writeBatch reports what it lacks
+		}
 		if n == last || n == 0 {
 			continue
 		}
@@ -141,15 +157,11 @@ func (o *chOutput) batchEpoch(batch service.MessageBatch) (newest uint64, stale 
 	return newest, stale
 }
 
-// messageEpoch is the session run a message was decoded in (0: not said).
+// messageEpoch is the session run a message was decoded in, from its
+// strings (0: not said).
 func messageEpoch(m *service.Message) uint64 {
-	if v, ok := m.MetaGetMut(msg.KeyChange); ok {
-		if c, ok := v.(*msg.Change); ok {
-			return c.Epoch
-		}
-	}
 	s, _ := m.MetaGet(msg.KeyEpoch)
-	n, _ := strconv.ParseUint(s, 10, 64) // changeOf reports what it lacks
+	n, _ := strconv.ParseUint(s, 10, 64)
 	return n
 }
 
@@ -158,13 +170,13 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 	var prev *service.Message
 	var prevChange change
 	var lastCommit wal.LSN
-	for _, m := range batch {
+	for i, m := range batch {
 		if err := m.GetError(); err != nil {
 			// An earlier processor failed on it: nothing of this batch may
 			// count as written (the session restarts from its resume point).
 			return fmt.Errorf("a message reached the output with a processing error: %w", err)
 		}
-		c, err := changeOf(m)
+		c, err := o.parsed[i].c, o.parsed[i].err
 		if err != nil {
 			return err
 		}
@@ -331,11 +343,17 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if !ok {
 		return fmt.Errorf("%s of %s at %s: payload is %T, not an object of columns", c.op, ts.label, c.lsn, payload)
 	}
-	row := make([]any, len(ts.cols))
-	filled := make([]bool, len(ts.cols))
+	row := ts.newRow()
+	filled := o.filledScratch(len(ts.cols))
 	size := 0
+	plan := ts.planOf(shape)
 	for name, v := range fields {
-		idx, err := o.columnIndex(ts, shape, c, name)
+		idx, known := plan[name]
+		if !known {
+			if idx, err = o.columnIndex(ts, shape, c, name); err != nil {
+				return err
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -460,9 +478,11 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 		return 0, fmt.Errorf("%s of %s at %s: column %q is not in the relation's shape at version %s", c.op, ts.label, c.lsn, name, c.version)
 	}
 	if idx, ok := ts.byAttnum[attnum]; ok {
+		ts.planOf(shape)[name] = idx
 		return idx, nil
 	}
 	if _, known := ts.shape[attnum]; known {
+		ts.planOf(shape)[name] = -1
 		return -1, nil // excluded by configuration
 	}
 	if ts.agreed.ValidFrom > c.lsn {
@@ -471,6 +491,17 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 		return -1, nil
 	}
 	return 0, fmt.Errorf("%s of %s at %s: column %q (attnum %d) is not in the agreed shape (version %s): a schema change was not applied", c.op, ts.label, c.lsn, name, attnum, ts.agreed.ValidFrom)
+}
+
+// filledScratch is a cleared []bool of n for one row's bookkeeping (rows
+// are built one at a time; it is not kept past addRow).
+func (o *chOutput) filledScratch(n int) []bool {
+	if cap(o.filled) < n {
+		o.filled = make([]bool, n)
+	}
+	o.filled = o.filled[:n]
+	clear(o.filled)
+	return o.filled
 }
 
 // absentValue is the value of a mapped column the row does not carry: the

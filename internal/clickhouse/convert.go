@@ -283,6 +283,19 @@ var integerBits = map[string]struct {
 }
 
 func toInteger(typ string, v any) (any, error) {
+	if i, ok := v.(int64); ok {
+		// The decoder's integers: the common case, without the general
+		// path's width lookup (a value out of range takes that path and
+		// is refused there).
+		switch {
+		case typ == "Int64":
+			return i, nil
+		case typ == "Int32" && i >= math.MinInt32 && i <= math.MaxInt32:
+			return int32(i), nil
+		case typ == "Int16" && i >= math.MinInt16 && i <= math.MaxInt16:
+			return int16(i), nil
+		}
+	}
 	width, ok := integerBits[typ]
 	if !ok {
 		return nil, refuse("%s is not an integer type", typ)
