@@ -134,8 +134,11 @@ type fakeSession struct {
 	stateDir string
 }
 
-func (s *fakeSession) DescLog() *desclog.Log  { return s.log }
-func (s *fakeSession) Live(uint64) bool       { return true }
+func (s *fakeSession) DescLog() *desclog.Log { return s.log }
+func (s *fakeSession) Live(uint64) bool      { return true }
+func (s *fakeSession) AwaitEarlier(context.Context, uint64, uint64) (bool, error) {
+	return true, nil
+}
 func (s *fakeSession) StateDir() string       { return s.stateDir }
 func (s *fakeSession) SourceDSN() string      { return "" }
 func (s *fakeSession) Bridge() *shadow.Bridge { return nil }

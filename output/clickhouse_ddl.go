@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -203,9 +204,14 @@ func init() {
 	err := service.RegisterBatchOutput("clickhouse_ddl", outputSpec(),
 		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
 			o, pol, err := newOutputFromConfig(conf, mgr)
-			// Batches are written one at a time, in the order the session
-			// delivers them: parallelism is across tables inside a batch.
-			return o, pol, 1, err
+			// Batches are written one at a time (o.mu), each after every
+			// earlier batch of its session run is acknowledged
+			// (awaitTurn): pipeline threads may hand them over in any
+			// order, and a batch waiting for its turn must not keep the one
+			// it waits for from being written, so benthos may call
+			// WriteBatch for up to maxOrderedInFlight batches at once.
+			// Parallelism is across tables inside a batch.
+			return o, pol, maxOrderedInFlight, err
 		})
 	if err != nil {
 		panic(err)
@@ -467,7 +473,9 @@ type chOutput struct {
 	// read once (parseBatch); filled is addRow's scratch.
 	parsed []parsedChange
 	filled []bool
-	mgr    *service.Resources
+	// reorderSeen: a batch arrived before an earlier one (logged once).
+	reorderSeen atomic.Bool
+	mgr         *service.Resources
 }
 
 // sessionView is what the output needs of the session: the descriptor log
@@ -482,6 +490,9 @@ type sessionView interface {
 	Bridge() *shadow.Bridge
 	// Live tells whether batches of session run epoch still count.
 	Live(epoch uint64) bool
+	// AwaitEarlier waits until every batch of run epoch before seq is
+	// acknowledged or the run stopped; waited: it was not so at once.
+	AwaitEarlier(ctx context.Context, epoch, seq uint64) (waited bool, err error)
 }
 
 func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {

@@ -32,6 +32,8 @@ type rig struct {
 	stateDir   string
 	slot       string
 	shadowPort int
+	// editPipeline, when set, rewrites the pipeline's YAML before it runs.
+	editPipeline func(string) string
 }
 
 func newRig(t testing.TB, opts ...testrig.PGOption) *rig {
@@ -75,6 +77,9 @@ func (r *rig) startLogged(t testing.TB, outputYAML string, logTo *logLines) *run
 	// The default schema knows no custom resources.
 	b.SetSchema(service.GlobalEnvironment().FullConfigSchema("", ""))
 	yaml := r.yaml(outputYAML)
+	if r.editPipeline != nil {
+		yaml = r.editPipeline(yaml)
+	}
 	if logTo != nil {
 		// The logger is the builder's: drop the config's own.
 		yaml = strings.Replace(yaml, "logger: { level: ${WALSHADOW_TEST_LOG_LEVEL:warn} }\n", "", 1)

@@ -56,6 +56,9 @@ func changeOf(m *service.Message) (change, error) {
 // schema events and truncates behind a barrier, and every block inserted
 // before it returns (only then is the batch acknowledged).
 func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
+	if err := o.awaitTurn(ctx, batch); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.conn == nil || !o.ready {
@@ -105,6 +108,36 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		case <-timer.C:
 		}
 	}
+}
+
+// maxOrderedInFlight bounds the batches benthos hands the output at once:
+// more than pipeline threads can hold out of order, so the batch every
+// other waits for always gets in.
+const maxOrderedInFlight = 64
+
+// awaitTurn waits until every session batch before the first one in
+// batch is acknowledged (a batch of messages the processor did not
+// number, Seq 0, does not wait). A run that stopped meanwhile is left to
+// WriteBatch's stale check.
+func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) error {
+	var epoch, seq uint64
+	for _, m := range batch {
+		v, ok := m.MetaGetMut(msg.KeyChange)
+		if !ok {
+			continue
+		}
+		if c, ok := v.(*msg.Change); ok && c.Seq != 0 && (seq == 0 || c.Epoch > epoch || c.Epoch == epoch && c.Seq < seq) {
+			epoch, seq = c.Epoch, c.Seq
+		}
+	}
+	if seq == 0 {
+		return nil
+	}
+	waited, err := o.sess.AwaitEarlier(ctx, epoch, seq)
+	if waited && o.reorderSeen.CompareAndSwap(false, true) {
+		o.log.Infof("batch %d of session run %d reached the output before an earlier one (pipeline threads > 1): each batch is written after every earlier one", seq, epoch)
+	}
+	return err
 }
 
 // While ClickHouse is unavailable a batch is written again after a wait

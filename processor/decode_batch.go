@@ -34,6 +34,7 @@ type txMeta struct {
 // before the rows decoded after them.
 type batchOut struct {
 	epoch  uint64 // the session run the batch belongs to
+	seq    uint64 // the batch's number in the run
 	rows   []decode.RowChange
 	rowTx  []*txMeta
 	events []placedEvent
@@ -44,12 +45,12 @@ type placedEvent struct {
 	msg    *service.Message
 }
 
-func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.MessageBatch, epoch uint64) (service.MessageBatch, error) {
+func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.MessageBatch, epoch, seq uint64) (service.MessageBatch, error) {
 	if !p.preflown {
 		p.preflown = true
 		p.preflight()
 	}
-	out := &batchOut{rows: p.rows[:0], epoch: epoch}
+	out := &batchOut{rows: p.rows[:0], epoch: epoch, seq: seq}
 	var rec wal.Record
 	for _, m := range batch {
 		r, err := msg.RecordOf(m)
@@ -158,7 +159,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *ms
 			if d := events[i].Desc; d == nil || d.Kind != 'r' && d.Kind != 'p' {
 				continue
 			}
-			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i], out.epoch)})
+			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i], out.epoch, out.seq)})
 			p.warnIdentity(events[i].Desc)
 		}
 	}

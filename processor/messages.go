@@ -70,7 +70,7 @@ func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 		// consumer carries the update's unchanged TOAST columns over from
 		// the deleted row (PostgreSQL logged only the old key).
 		c.KeyChanged = keyChange(o.rows, i)
-		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i], c, o.epoch))
+		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i], c, o.epoch, o.seq))
 	}
 	for ; ev < len(o.events); ev++ {
 		out = append(out, o.events[ev].msg)
@@ -119,12 +119,12 @@ func opName(op decode.Op) string {
 // rowMessage is a row change's message (a failure's when r failed): the
 // columns as a structured payload, c (filled here) as its typed metadata,
 // and the routing strings.
-func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Change, epoch uint64) *service.Message {
+func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Change, epoch, seq uint64) *service.Message {
 	m := service.NewMessage(nil)
 	rm := p.text.relation(r.Desc)
 	c.Op = opName(r.Op)
 	c.Rel = rm.rel
-	c.LSN, c.Tx, c.DescVersion, c.Epoch = r.LSN, tx.tx, r.DescFrom, epoch
+	c.LSN, c.Tx, c.DescVersion, c.Epoch, c.Seq = r.LSN, tx.tx, r.DescFrom, epoch, seq
 	c.TID = msg.TID(r.TID)
 	if r.Op == decode.OpUpdate {
 		c.OldTID = msg.TID(r.OldTID)
@@ -246,7 +246,7 @@ func columnByNum(d *desclog.Descriptor, num int16) *desclog.Column {
 
 // eventMessage is a schema event: the relation's shape (and, for a change,
 // the previous shape and the difference) as a structured payload.
-func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch uint64) *service.Message {
+func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *service.Message {
 	m := service.NewMessage(nil)
 	kind := ev.Kind.String()
 	payload := map[string]any{
@@ -256,7 +256,7 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch uint64) *service
 		"valid_from":   ev.ValidFrom.String(),
 	}
 	c := &msg.Change{Op: OperationSchema, Event: kind, LSN: ev.ValidFrom, Tx: p.txMeta.tx,
-		DescVersion: ev.ValidFrom, RecordIndex: -1, Epoch: epoch}
+		DescVersion: ev.ValidFrom, RecordIndex: -1, Epoch: epoch, Seq: seq}
 	if ev.Desc != nil {
 		for k, v := range relationPayload(ev.Desc) {
 			payload[k] = v

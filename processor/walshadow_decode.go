@@ -231,7 +231,7 @@ func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.Messag
 	}
 	defer p.advance(epoch, seq)
 
-	out, err := p.decodeBatch(ctx, batch, epoch)
+	out, err := p.decodeBatch(ctx, batch, epoch, seq)
 	if err != nil {
 		// Nothing acknowledged after this counts: the session stops and
 		// resumes from its durable state, and the error names the record.

@@ -46,6 +46,10 @@ type Change struct {
 	UnchangedToast []string
 	Error          string // OperationFail: why the table failed
 	Epoch          uint64 // the session run that decoded it
+	// Seq is the session batch (within run Epoch) the change came in; 0:
+	// not said. The output writes a batch only after every earlier one
+	// is acknowledged, whatever order pipeline threads deliver them in.
+	Seq uint64
 }
 
 // IsRow tells a row change (insert, update, delete, truncate) from an
@@ -124,6 +128,9 @@ func (c *Change) AppendStrings(all bool, f func(key, value string)) {
 		emit(KeyKeyChanged, "true")
 	}
 	emit(KeyEpoch, strconv.FormatUint(c.Epoch, 10))
+	if c.Seq != 0 {
+		emit(KeySeq, strconv.FormatUint(c.Seq, 10))
+	}
 }
 
 // ChangeFromStrings parses a change's string metadata (get looks a key
@@ -164,6 +171,7 @@ func ChangeFromStrings(get func(string) (string, bool)) (*Change, error) {
 	}
 	c.KeyChanged = p.flag(KeyKeyChanged)
 	c.Epoch = p.uint(KeyEpoch, 64, false)
+	c.Seq = p.uint(KeySeq, 64, false)
 	if p.err != nil {
 		return nil, fmt.Errorf("%w (is walshadow_decode before this output?)", p.err)
 	}

@@ -69,9 +69,12 @@ type Session struct {
 	batches  chan *Batch
 	closedCh chan struct{} // closed by Close
 
-	mu       sync.Mutex
-	reader   any      // the input reading the session (Attach)
-	pending  []*Batch // handed out by Next, not acknowledged yet, in order
+	mu      sync.Mutex
+	reader  any      // the input reading the session (Attach)
+	pending []*Batch // handed out by Next, not acknowledged yet, in order
+	// acksCh is closed (and forgotten) when pending's head moves or the
+	// run changes: AwaitEarlier's wake-up.
+	acksCh   chan struct{}
 	closed   bool
 	runErr   error
 	parts    *parts
@@ -475,6 +478,7 @@ func (s *Session) start(ctx context.Context) error {
 	s.catchUpTarget, s.catchUpLogged = 0, time.Now()
 	s.delivered = delivered
 	s.pending = nil
+	s.acksChangedLocked()
 	s.epoch++
 	s.seq = 0
 	s.mu.Unlock()
@@ -556,6 +560,7 @@ func (s *Session) failRun(err error) {
 	if first {
 		s.runErr = err
 	}
+	s.acksChangedLocked()
 	s.mu.Unlock()
 	if first {
 		s.log.Debug("session run stopped", "error", err)
@@ -817,9 +822,46 @@ func (s *Session) Ack(b *Batch) {
 			s.delivered = d
 		}
 		s.pending = s.pending[1:]
+		s.acksChangedLocked()
 	}
 	s.mu.Unlock()
 	b.Release()
+}
+
+// AwaitEarlier blocks until every batch of run epoch handed out before
+// batch seq is acknowledged, or that run stopped (a later run started, or
+// it failed: its batches are stale, which Live tells), and reports whether
+// it had to wait.
+// Pipeline threads may deliver a run's batches to the output in any
+// order; written in the order of their numbers, a batch's schema events
+// and commits are never overtaken by a later batch's.
+func (s *Session) AwaitEarlier(ctx context.Context, epoch, seq uint64) (waited bool, err error) {
+	for ; ; waited = true {
+		s.mu.Lock()
+		if epoch != s.epoch || s.runErr != nil || s.parts == nil ||
+			len(s.pending) == 0 || s.pending[0].Seq >= seq {
+			s.mu.Unlock()
+			return waited, nil
+		}
+		if s.acksCh == nil {
+			s.acksCh = make(chan struct{})
+		}
+		ch := s.acksCh
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return waited, ctx.Err()
+		}
+	}
+}
+
+// acksChangedLocked wakes AwaitEarlier's waiters; s.mu held.
+func (s *Session) acksChangedLocked() {
+	if s.acksCh != nil {
+		close(s.acksCh)
+		s.acksCh = nil
+	}
 }
 
 // Fail stops the running session with err (a downstream component found
@@ -904,6 +946,7 @@ func (s *Session) stopLocked() {
 	p := s.parts
 	s.parts = nil
 	s.pending = nil
+	s.acksChangedLocked()
 	s.mu.Unlock()
 	// Batches of the stopped pump are stale: the next start re-reads from
 	// the floor.

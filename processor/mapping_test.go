@@ -9,24 +9,24 @@ import (
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
-// TestDecodeMappingAndThreads runs the decoder with pipeline.threads: 4
-// followed by a bloblang mapping that masks one column: the mapping sees
-// and changes the typed payload, and four processing threads still deliver
-// every transaction in order (the model, which applies changes by LSN
-// version, equals the source apart from the masked column).
-func TestDecodeMappingAndThreads(t *testing.T) {
+// TestDecodeMapping runs the decoder followed by a bloblang mapping that
+// masks one column: the mapping sees and changes the typed payload (the
+// model equals the source apart from the masked column). Pipeline threads
+// may hand batches to the output out of order; putting them back in order
+// is the output's (TestThreadsDeliverOutOfOrder in output/): this test's
+// model consumer applies them as they come, so it runs one thread.
+func TestDecodeMapping(t *testing.T) {
 	src := testrig.StartPostgres(t, testrig.WithMaxPreparedTransactions(5), testrig.WithSetting("log_min_error_statement", "panic"))
 	bridgeDir := buildPgext(t, src.BinDir())
 	stateDir := newStateDir(t, src)
 	const slot = "walshadow_threads"
 	yaml := pipelineYAML(src, stateDir, bridgeDir, testrig.FreePort(t), slot)
-	yaml = strings.Replace(yaml, "  threads: 1\n", "  threads: 4\n", 1)
 	yaml = strings.Replace(yaml, "        session: main\noutput:", `        session: main
     - mapping: |
         root = this
         root.secret = if @walshadow_table == "masked" && this.exists("secret") { "xxx" }
 output:`, 1)
-	if !strings.Contains(yaml, "threads: 4") || !strings.Contains(yaml, "root.secret") {
+	if !strings.Contains(yaml, "root.secret") {
 		t.Fatalf("pipeline not rewritten:\n%s", yaml)
 	}
 	consumer := newModelConsumer(nil)
