@@ -13,8 +13,12 @@ cd "$(dirname "$0")/.."
 bin=${WALSHADOW_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 chbin=${WALSHADOW_CLICKHOUSE_BIN:-$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)}
 var=$PWD/var/demo
+# ./var/demo is a link when the postgres user cannot reach this checkout
+# (a clone under /root, say): the servers' files are then where it points.
+[ -L "$var" ] && var=$(readlink -f "$var")
 state=$var/walshadow
 chdir=$var/clickhouse
+bridge_dir=$PWD/pgext
 shadow_port=54329
 ch_tcp=${WALSHADOW_DEMO_CH_PORT:-19000}
 ch_http=${WALSHADOW_DEMO_CH_HTTP_PORT:-18123}
@@ -44,7 +48,27 @@ fi
 "$0" stop >/dev/null 2>&1 || true
 rm -rf "$var"
 mkdir -p "$var"
-[ "$(id -u)" = 0 ] && chown postgres "$var" && chmod o+x "$PWD" "$PWD/var"
+if [ "$(id -u)" = 0 ]; then
+  chown postgres "$var" && chmod o+x "$PWD" "$PWD/var"
+  if ! runuser -u postgres -- test -w "$var" 2>/dev/null; then
+    # A directory above the checkout is closed to the postgres user, which
+    # runs the source and the shadow: keep their files where it can reach
+    # them rather than opening that directory up.
+    alt=/var/tmp/walshadow-demo-$(printf %s "$PWD" | cksum | cut -d' ' -f1)
+    echo "== the postgres user cannot reach $var (a directory above it is closed to others): the demo keeps its servers' files in $alt, linked from ./var/demo"
+    rm -rf "$var" "$alt"
+    mkdir -p "$alt"
+    chown postgres "$alt"
+    ln -s "$alt" "$PWD/var/demo"
+    var=$alt state=$alt/walshadow chdir=$alt/clickhouse
+  fi
+  if ! runuser -u postgres -- test -r "$bridge_dir/walshadow.so" 2>/dev/null; then
+    # The shadow's postmaster loads the bridge module as postgres too.
+    mkdir -p "$var/pgext"
+    cp pgext/walshadow.so "$var/pgext/"
+    bridge_dir=$var/pgext
+  fi
+fi
 if [ ! -d "$var/pg" ]; then
   as_pg "$bin/initdb" -D "$var/pg" -A trust -N >/dev/null
   cat >>"$var/pg/postgresql.conf" <<CONF
@@ -112,7 +136,7 @@ echo "== starting walshadow (resources/pipelines/pg_to_clickhouse.yaml); log in 
 stop_pid "$var/walshadow.pid"
 mkdir -p "$state"
 PG_SOURCE_DSN="host=$var port=5432 user=postgres dbname=postgres" WALSHADOW_STATE_DIR="$state" \
-  WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$PWD/pgext" \
+  WALSHADOW_SLOT=walshadow_demo WALSHADOW_SHADOW_PORT=$shadow_port WALSHADOW_BRIDGE_DIR="$bridge_dir" \
   CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$ch_tcp/default" CLICKHOUSE_DATABASE=$ch_db \
   WALSHADOW_HTTP_ADDRESS=127.0.0.1:$http_port \
   nohup bin/walshadow run resources/pipelines/pg_to_clickhouse.yaml >"$var/walshadow.log" 2>&1 &
