@@ -16,6 +16,7 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -181,7 +182,7 @@ func newPgbenchRig(tb testing.TB, database string, more ...desclog.Descriptor) *
 		batchBytes:    16 << 20,
 		retry:         clickhouse.RetryPolicy{MaxAttempts: 5, Initial: 250 * time.Millisecond, Max: 10 * time.Second},
 		insertTimeout: 30 * time.Second,
-		stateDir:      dir + "/clickhouse",
+		stateDir:      statefile.StateDir(dir).Output(),
 	}, sc, &fakeSession{log: log, stateDir: dir}, service.MockResources())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

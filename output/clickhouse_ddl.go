@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +40,7 @@ import (
 	"github.com/walshadow/walshadow/internal/preflight"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -229,7 +229,7 @@ type settings struct {
 	batchBytes    int
 	retry         clickhouse.RetryPolicy
 	insertTimeout time.Duration
-	stateDir      string
+	stateDir      statefile.OutputDir
 	load          loadSettings
 	tableLoad     map[string]load.Mode // tables.<name>.initial_load
 	onError       OnError
@@ -276,7 +276,7 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 	s.retry.Initial = dur(fieldRetry, fieldRetryInitial)
 	s.retry.Max = dur(fieldRetry, fieldRetryMax)
 	s.insertTimeout = dur(fieldInsertTimeout)
-	s.stateDir = str(fieldStateDir)
+	s.stateDir = statefile.OutputDir(str(fieldStateDir))
 	s.onError = OnError(str(fieldOnError))
 	if err != nil {
 		return nil, pol, err
@@ -328,7 +328,7 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 		return nil, pol, fmt.Errorf("%s: no %s resource labelled %q: %v", config.FieldSession, config.ResourceType, s.sessionLabel, err)
 	}
 	if s.stateDir == "" {
-		s.stateDir = filepath.Join(sess.StateDir(), "clickhouse")
+		s.stateDir = statefile.StateDir(sess.StateDir()).Output()
 	}
 	return newOutput(s, sc, sess, mgr), pol, nil
 }
@@ -528,12 +528,12 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		o.log.Infof("ClickHouse %s: rendering for its dialect", conn.Dialect().Version)
 	}
 	if o.store == nil {
-		st, err := clickhouse.OpenStore(o.s.stateDir)
+		st, err := clickhouse.OpenStore(string(o.s.stateDir))
 		if err != nil {
 			return fmt.Errorf("opening the agreed table shapes: %w", err)
 		}
 		o.store = st
-		w, err := loadWritten(o.s.stateDir)
+		w, _, err := ReadWritten(o.s.stateDir)
 		if err != nil {
 			return fmt.Errorf("opening the output's progress: %w", err)
 		}
@@ -541,7 +541,7 @@ func (o *chOutput) Connect(ctx context.Context) error {
 	}
 	if !o.ready {
 		if o.loads == nil {
-			ledger, err := load.OpenLedger(o.s.stateDir)
+			ledger, err := load.OpenLedger(string(o.s.stateDir))
 			if err != nil {
 				return fmt.Errorf("opening the initial load ledger: %w", err)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -242,7 +241,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 			}
 		}
 	})
-	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: filepath.Join(l.o.s.stateDir, "load-spill"), DataChecksums: checksums == "on"}
+	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: l.o.s.stateDir.LoadSpill(), DataChecksums: checksums == "on"}
 	rate := 0
 	if l.ls.maxRate > 0 {
 		rate = int(max(l.ls.maxRate>>10, 32))

@@ -1,57 +1,77 @@
 package output
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"time"
 
-	"github.com/walshadow/walshadow/internal/fsutil"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// written.json records how far the output's writes are durable on
-// ClickHouse: every transaction whose commit LSN is below WrittenBefore has
-// all its rows and schema changes applied. The session resumes from what
-// was acknowledged, which a crash can leave behind that; transactions the
-// output already applied are then skipped instead of applied again (a
-// replay would otherwise meet ClickHouse ahead of it: an unchanged TOAST
-// column read back from a row a later TRUNCATE already removed).
+// written.json (statefile.OutputDir.Written) records how far the output's
+// writes are durable on ClickHouse: every transaction whose commit LSN is
+// below written_before has all its rows and schema changes applied. The
+// session resumes from what was acknowledged, which a crash can leave
+// behind that; transactions the output already applied are then skipped
+// instead of applied again (a replay would otherwise meet ClickHouse ahead
+// of it: an unchanged TOAST column read back from a row a later TRUNCATE
+// already removed). In the statefile envelope:
 //
-//	{"format": 1, "written_before": "0/3000A28"}
-const writtenFile = "written.json"
+//	"format": "walshadow-written", "version": 2,
+//	"body": {"written_before": "0/3000A28"}
+//
+// Version 1 was {"format": 1, "written_before": "0/3000A28"}, without a
+// checksum; it is read once and rewritten in the envelope.
+var writtenSpec = statefile.Spec{Format: "walshadow-written", Version: 2,
+	Remedy: "remove it to re-apply from the session's resume point (every write is idempotent)"}
 
-type writtenState struct {
-	Format        int    `json:"format"`
+type writtenBody struct {
 	WrittenBefore string `json:"written_before"`
 }
 
-func loadWritten(dir string) (wal.LSN, error) {
-	path := filepath.Join(dir, writtenFile)
-	b, err := os.ReadFile(path)
+// ReadWritten reads an output state directory's written.json: the commit
+// LSN below which every transaction is applied, and when the file was last
+// written. No file: 0 and the zero time.
+func ReadWritten(dir statefile.OutputDir) (wal.LSN, time.Time, error) {
+	path := dir.Written()
+	var body writtenBody
+	err := writtenSpec.Read(path, &body, func(data []byte) error { return readWrittenV1(data, &body) })
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, time.Time{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	var st writtenState
-	if err := json.Unmarshal(b, &st); err != nil || st.Format != 1 {
-		return 0, fmt.Errorf("%s is corrupt (remove it to re-apply from the session's resume point: rows are idempotent): %v", path, err)
-	}
-	lsn, err := wal.ParseLSN(st.WrittenBefore)
+	lsn, err := wal.ParseLSN(body.WrittenBefore)
 	if err != nil {
-		return 0, fmt.Errorf("%s: written_before: %w", path, err)
+		return 0, time.Time{}, &statefile.Error{Path: path, Err: fmt.Errorf("written_before: %w", err), Remedy: writtenSpec.Remedy}
 	}
-	return lsn, nil
+	var at time.Time
+	if info, err := os.Stat(path); err == nil {
+		at = info.ModTime()
+	}
+	return lsn, at, nil
 }
 
-func saveWritten(dir string, lsn wal.LSN) error {
-	b, err := json.Marshal(writtenState{Format: 1, WrittenBefore: lsn.String()})
-	if err != nil {
+// readWrittenV1 reads written.json's first form.
+func readWrittenV1(data []byte, body *writtenBody) error {
+	var v1 struct {
+		Format        int    `json:"format"`
+		WrittenBefore string `json:"written_before"`
+	}
+	if err := statefile.DecodeStrict(data, &v1); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, writtenFile), b, 0o600, nil)
+	if v1.Format != 1 {
+		return fmt.Errorf("format %d, this walshadow reads format 1 or the walshadow-written envelope", v1.Format)
+	}
+	body.WrittenBefore = v1.WrittenBefore
+	return nil
+}
+
+func saveWritten(dir statefile.OutputDir, lsn wal.LSN) error {
+	return writtenSpec.Write(dir.Written(), writtenBody{WrittenBefore: lsn.String()})
 }

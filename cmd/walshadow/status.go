@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +23,9 @@ import (
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/output"
 )
 
 const (
@@ -208,20 +209,21 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 		return nil, fmt.Errorf("%s holds no %s: the session has not started yet (or state_dir names another directory)", t.StateDir, session.ManifestFile)
 	}
 	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m, spoolMax: t.SpoolMaxBytes, spoolRelease: t.SpoolRelease}
-	rep.shadow = readShadowStatus(filepath.Join(t.StateDir, "shadow"))
-	rep.spool, rep.spoolFound, rep.spoolErr = spool.ReadState(filepath.Join(t.StateDir, "spool"))
-	chDir := t.ClickHouseStateDir
+	dir := statefile.StateDir(t.StateDir)
+	rep.shadow = readShadowStatus(dir.Shadow())
+	rep.spool, rep.spoolFound, rep.spoolErr = spool.ReadState(dir.Spool())
+	chDir := statefile.OutputDir(t.ClickHouseStateDir)
 	if chDir == "" {
-		chDir = filepath.Join(t.StateDir, "clickhouse")
+		chDir = dir.Output()
 	}
-	rep.writtenPath = filepath.Join(chDir, "written.json")
-	rep.written, rep.writtenAt, rep.writtenErr = readWritten(rep.writtenPath)
-	if ledger, err := load.OpenLedger(chDir); err != nil {
+	rep.writtenPath = chDir.Written()
+	rep.written, rep.writtenAt, rep.writtenErr = output.ReadWritten(chDir)
+	if ledger, err := load.OpenLedger(string(chDir)); err != nil {
 		rep.loadsErr = err
 	} else {
 		rep.loads = ledger.All()
 	}
-	if agreed, err := clickhouse.ReadAgreed(chDir); err != nil {
+	if agreed, err := clickhouse.ReadAgreed(string(chDir)); err != nil {
 		rep.leftErr = err
 	} else {
 		for _, a := range agreed {
@@ -303,38 +305,6 @@ func diskUsage(dir string) (int64, error) {
 		return total, fmt.Errorf("%d unreadable entries, the first: %w", len(errs), errs[0])
 	}
 	return total, nil
-}
-
-// readWritten reads the ClickHouse output's written.json (see
-// output/progress.go): {"format": 1, "written_before": "0/3000A28"}, and
-// its modification time.
-func readWritten(path string) (wal.LSN, time.Time, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, time.Time{}, nil
-	}
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	var st struct {
-		Format        int    `json:"format"`
-		WrittenBefore string `json:"written_before"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return 0, time.Time{}, fmt.Errorf("%s is not JSON: %w", path, err)
-	}
-	if st.Format != 1 {
-		return 0, time.Time{}, fmt.Errorf("%s: format %d, this walshadow reads format 1", path, st.Format)
-	}
-	lsn, err := wal.ParseLSN(st.WrittenBefore)
-	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("%s: written_before: %w", path, err)
-	}
-	var at time.Time
-	if info, err := os.Stat(path); err == nil {
-		at = info.ModTime()
-	}
-	return lsn, at, nil
 }
 
 // querySource asks the source for its WAL position, identity and slot over

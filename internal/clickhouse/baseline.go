@@ -1,16 +1,18 @@
 package clickhouse
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -29,55 +31,81 @@ type MappedColumn struct {
 // ClickHouse table agreed (pinned_ddl_baseline.md, option 3). The full
 // source shape is kept, not just the mapped columns: only it tells a
 // column the operator excluded from one the source added since.
+//
+// Agreed has no JSON form of its own: Store keeps it in agreedJSON, whose
+// field names are the file's.
 type Agreed struct {
-	Oid    uint32 `json:"oid"`
-	DbOid  uint32 `json:"db_oid"`
-	Schema string `json:"schema"`
-	Table  string `json:"table"`
+	Oid    uint32
+	DbOid  uint32
+	Schema string
+	Table  string
 	// ValidFrom is the descriptor version agreed on.
-	ValidFrom wal.LSN `json:"valid_from"`
+	ValidFrom wal.LSN
 	// Shape is the full source shape at agreement: every live column,
 	// excluded ones too, in attnum order.
-	Shape      []desclog.Column `json:"shape"`
-	KeyAttnums []int16          `json:"key_attnums"`
-	Target     Target           `json:"target"`
+	Shape      []desclog.Column
+	KeyAttnums []int16
+	Target     Target
 	// Columns are the mapped columns in ClickHouse column order.
-	Columns []MappedColumn `json:"columns"`
+	Columns []MappedColumn
 	// OrderBy is the sorting key as ClickHouse names; empty for a change
 	// log (MergeTree ORDER BY tuple()).
-	OrderBy []string `json:"order_by"`
+	OrderBy []string
 	// Dropped: dropped on the source, table retained on ClickHouse.
-	Dropped bool `json:"dropped"`
+	Dropped bool
 	// Left: the relation left the output's scope (a configuration change,
 	// a rename out of the include patterns, no longer a table): its
 	// ClickHouse table keeps its rows but no longer follows the source. If
 	// the relation returns it is loaded again (output/load_scope.go).
-	Left bool `json:"left,omitempty"`
+	Left bool
 	// Filenode is the heap generation (relfilenode) whose tuples a
 	// LayoutPhysical table's rows are keyed by; 0 while the table is empty
 	// (new, or truncated): the next row's generation is adopted.
-	Filenode uint32 `json:"filenode,omitempty"`
+	Filenode uint32
 	// FilenodeFrom is where that generation's rows begin in the WAL (the
 	// first adopted row, a load's coverage, a TRUNCATE): a replayed row of
 	// another generation older than it is superseded.
-	FilenodeFrom wal.LSN `json:"filenode_from,omitempty"`
+	FilenodeFrom wal.LSN
 }
 
-// Store keeps every relation's Agreed durably in one file, rewritten
-// whole on each change. It is safe for concurrent use.
+// Store keeps every relation's Agreed durably in one file,
+// dir/baseline.json (statefile.OutputDir.Baseline), rewritten whole and
+// atomically on each change (statefile.Spec.Write). It is safe for
+// concurrent use. In the statefile envelope:
 //
-// The file, dir/baseline.json, is one line of JSON:
+//	"format": "walshadow-baseline", "version": 2,
+//	"body": {"agreed": [               sorted by oid
+//	  {"oid": 16384, "db_oid": 5, "schema": "public", "table": "orders",
+//	   "valid_from": 23803720,         an LSN, as a number
+//	   "shape": [{"num": 1, "name": "id", "type_oid": 20, "typmod": -1,
+//	     "type_name": "bigint", "type_kind": 98, "base_type_oid": 0,
+//	     "elem_type_oid": 0, "not_null": true, "dropped": false,
+//	     "by_val": true, "len": 8, "align": 100, "storage": 112,
+//	     "has_missing": false, "missing": null}, ...],
+//	   "key_attnums": [1],
+//	   "target": {"database": "shop", "table": "public.orders"},
+//	   "columns": [{"attnum": 1, "source": "id", "name": "id",
+//	     "type": {"type": "Int64", "repr": "int"},
+//	     "nullable": false, "default": "", "key": true}, ...],
+//	   "order_by": ["id"], "dropped": false, "left": false,
+//	   "filenode": 0, "filenode_from": 0},
+//	  ...]}
 //
-//	{"format":1,"crc32c":<uint32>,"agreed":[<Agreed>,...]}
-//	                      │                 └─ sorted by oid, compact JSON
-//	                      └─ CRC-32C (Castagnoli) of the "agreed" array's
-//	                         bytes exactly as they appear in the file
+// Bytes (type_kind, align, storage) are numbers. A column type is stored
+// with its Repr by name ("unix_micros"), so reordering the Repr constants
+// cannot reinterpret a stored baseline; "elem", "precision", "scale" and
+// "reason" are left out when zero.
 //
-// A Put or Delete writes dir/baseline.json.tmp-<random>, fsyncs it,
-// renames it over baseline.json and fsyncs dir: a crash leaves either the
-// old or the new file, plus perhaps a temp file OpenStore deletes. Column
-// types are stored with their Repr by name ("unix_micros"), so reordering
-// the Repr constants cannot reinterpret a stored baseline.
+// Version 1, before the envelope, was one line of compact JSON:
+//
+//	{"format":1,"crc32c":<uint32>,"agreed":[<agreement>,...]}
+//
+// its crc32c CRC-32C of the "agreed" array's bytes exactly as they are in
+// the file, the agreements named as above but for the shape's columns and
+// the target, named by their Go fields ("Num", "TypeOid", "Database",
+// ...), and "left", "filenode" and "filenode_from", left out when zero. It
+// is read once, for the upgrade: the next Put or Delete rewrites the file
+// in the envelope.
 type Store struct {
 	mu     sync.Mutex
 	dir    string
@@ -85,29 +113,23 @@ type Store struct {
 	agreed map[uint32]*Agreed
 }
 
-const (
-	baselineFileName = "baseline.json"
-	baselineFormat   = 1
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-type baselineFile struct {
-	Format int             `json:"format"`
-	CRC32C uint32          `json:"crc32c"`
-	Agreed json.RawMessage `json:"agreed"`
-}
+// baselineSpec is the baseline file's envelope.
+var baselineSpec = statefile.Spec{Format: "walshadow-baseline", Version: 2,
+	Remedy: "restore it from a backup of the state directory; without it the output follows every table as if for the first time"}
 
 // OpenStore opens (creating dir with mode 0700 if needed) the store in
-// dir and loads its baseline file. A corrupt file is an error naming the
-// path and whether it is truncated or fails its checksum; leftover temp
-// files of interrupted writes are removed.
+// dir and loads its baseline file. A file that cannot be trusted is a
+// *statefile.Error naming the path and whether it is truncated or corrupt.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating baseline directory %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, path: filepath.Join(dir, baselineFileName), agreed: map[uint32]*Agreed{}}
-	leftovers, err := filepath.Glob(filepath.Join(dir, baselineFileName+".tmp-*"))
+	s := &Store{dir: dir, path: statefile.OutputDir(dir).Baseline(), agreed: map[uint32]*Agreed{}}
+	// Before the statefile envelope the store wrote its own temp files,
+	// baseline.json.tmp-<random>, which a crash of an older walshadow can
+	// have left behind; nothing else removes them. (statefile.Spec.Write's
+	// own temp file has a fixed name and is overwritten by the next write.)
+	leftovers, err := filepath.Glob(s.path + ".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("listing leftover temp files in %s: %w", dir, err)
 	}
@@ -116,74 +138,253 @@ func OpenStore(dir string) (*Store, error) {
 			return nil, fmt.Errorf("removing leftover temp file %s: %w", name, err)
 		}
 	}
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
+	list, err := readBaseline(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading baseline %s: %w", s.path, err)
 	}
-	list, err := decodeBaseline(data)
 	if err != nil {
-		return nil, fmt.Errorf("baseline %s: %w", s.path, err)
+		return nil, err
 	}
 	for _, a := range list {
-		if _, dup := s.agreed[a.Oid]; dup {
-			return nil, fmt.Errorf("baseline %s: corrupt: relation oid %d appears twice", s.path, a.Oid)
-		}
 		s.agreed[a.Oid] = a
 	}
 	return s, nil
 }
 
-// ReadAgreed reads the agreements of the store in dir without opening it:
-// no directory is created and no temp file removed, so it is safe while a
-// walshadow owns the store (walshadow status). No file: none.
+// ReadAgreed reads the agreements of the store in dir, by oid, without
+// opening it: no directory is created and no temp file removed, so it is
+// safe while a walshadow owns the store (walshadow status). No file: none.
 func ReadAgreed(dir string) ([]*Agreed, error) {
-	path := filepath.Join(dir, baselineFileName)
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
+	list, err := readBaseline(statefile.OutputDir(dir).Baseline())
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading baseline %s: %w", path, err)
 	}
-	list, err := decodeBaseline(data)
-	if err != nil {
-		return nil, fmt.Errorf("baseline %s: %w", path, err)
+	return list, err
+}
+
+// readBaseline reads the baseline file at path, in the envelope or in
+// version 1. No file: an error satisfying errors.Is(err, fs.ErrNotExist);
+// one that cannot be trusted: a *statefile.Error.
+func readBaseline(path string) ([]*Agreed, error) {
+	var body baselineBody
+	if err := baselineSpec.Read(path, &body, func(data []byte) error { return readBaselineV1(data, &body) }); err != nil {
+		return nil, err
+	}
+	corrupt := func(err error) error {
+		return &statefile.Error{Path: path, Err: err, Remedy: baselineSpec.Remedy}
+	}
+	list := make([]*Agreed, 0, len(body.Agreed))
+	seen := make(map[uint32]bool, len(body.Agreed))
+	for i, j := range body.Agreed {
+		if j == nil {
+			return nil, corrupt(fmt.Errorf("entry %d is null", i))
+		}
+		if seen[j.Oid] {
+			return nil, corrupt(fmt.Errorf("relation oid %d appears twice", j.Oid))
+		}
+		seen[j.Oid] = true
+		a, err := j.agreed()
+		if err != nil {
+			return nil, corrupt(fmt.Errorf("relation oid %d: %w", j.Oid, err))
+		}
+		list = append(list, a)
 	}
 	return list, nil
 }
 
-// decodeBaseline checks and decodes a baseline file's contents.
-func decodeBaseline(data []byte) ([]*Agreed, error) {
-	if len(data) == 0 {
-		return nil, errors.New("truncated: the file is empty")
+// readBaselineV1 reads the baseline file's form before the envelope into
+// body.
+func readBaselineV1(data []byte, body *baselineBody) error {
+	var v1 struct {
+		Format int             `json:"format"`
+		CRC32C uint32          `json:"crc32c"`
+		Agreed json.RawMessage `json:"agreed"`
 	}
-	var file baselineFile
-	if err := json.Unmarshal(data, &file); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) && syntax.Offset >= int64(len(data)) {
-			return nil, fmt.Errorf("truncated after %d bytes: %w", len(data), err)
-		}
-		return nil, fmt.Errorf("corrupt: %w", err)
+	if err := statefile.DecodeStrict(data, &v1); err != nil {
+		return fmt.Errorf("not a baseline: %w", err)
 	}
-	if file.Format != baselineFormat {
-		return nil, fmt.Errorf("format %d is not the supported format %d", file.Format, baselineFormat)
+	if v1.Format != 1 {
+		return fmt.Errorf("format %d, this walshadow reads format 1 or the %s envelope", v1.Format, baselineSpec.Format)
 	}
-	if sum := crc32.Checksum(file.Agreed, castagnoli); sum != file.CRC32C {
-		return nil, fmt.Errorf("checksum mismatch: stored crc32c %d, contents give %d", file.CRC32C, sum)
+	if sum := statefile.CRC(v1.Agreed); sum != v1.CRC32C {
+		return fmt.Errorf("checksum mismatch: stored crc32c %d, contents give %d", v1.CRC32C, sum)
 	}
-	var list []*Agreed
-	if err := json.Unmarshal(file.Agreed, &list); err != nil {
-		return nil, fmt.Errorf("corrupt agreed array despite a matching checksum: %w", err)
+	// Leniently, as the code that wrote it read it: a field an older
+	// walshadow wrote and this one no longer has is not damage (the
+	// checksum vouches for the bytes).
+	var list []*agreedV1
+	if err := json.Unmarshal(v1.Agreed, &list); err != nil {
+		return fmt.Errorf("agreed array despite a matching checksum: %w", err)
 	}
+	body.Agreed = make([]*agreedJSON, len(list))
 	for i, a := range list {
-		if a == nil {
-			return nil, fmt.Errorf("corrupt: entry %d is null", i)
+		if a != nil {
+			body.Agreed[i] = a.current()
 		}
 	}
-	return list, nil
+	return nil
+}
+
+// baselineBody is the envelope's body.
+type baselineBody struct {
+	Agreed []*agreedJSON `json:"agreed"`
+}
+
+// agreedJSON is an Agreed on disk.
+type agreedJSON struct {
+	Oid          uint32             `json:"oid"`
+	DbOid        uint32             `json:"db_oid"`
+	Schema       string             `json:"schema"`
+	Table        string             `json:"table"`
+	ValidFrom    wal.LSN            `json:"valid_from"`
+	Shape        []shapeColumnJSON  `json:"shape"`
+	KeyAttnums   []int16            `json:"key_attnums"`
+	Target       targetJSON         `json:"target"`
+	Columns      []mappedColumnJSON `json:"columns"`
+	OrderBy      []string           `json:"order_by"`
+	Dropped      bool               `json:"dropped"`
+	Left         bool               `json:"left"`
+	Filenode     uint32             `json:"filenode"`
+	FilenodeFrom wal.LSN            `json:"filenode_from"`
+}
+
+// shapeColumnJSON is a desclog.Column on disk: the same fields (a Go
+// conversion goes both ways, and stops compiling when desclog.Column
+// changes), with names of their own.
+type shapeColumnJSON struct {
+	Num         int16   `json:"num"`
+	Name        string  `json:"name"`
+	TypeOid     uint32  `json:"type_oid"`
+	TypMod      int32   `json:"typmod"`
+	TypeName    string  `json:"type_name"`
+	TypeKind    byte    `json:"type_kind"`
+	BaseTypeOid uint32  `json:"base_type_oid"`
+	ElemTypeOid uint32  `json:"elem_type_oid"`
+	NotNull     bool    `json:"not_null"`
+	Dropped     bool    `json:"dropped"`
+	ByVal       bool    `json:"by_val"`
+	Len         int16   `json:"len"`
+	Align       byte    `json:"align"`
+	Storage     byte    `json:"storage"`
+	HasMissing  bool    `json:"has_missing"`
+	Missing     *string `json:"missing"`
+}
+
+// targetJSON is a Target on disk.
+type targetJSON struct {
+	Database string `json:"database"`
+	Table    string `json:"table"`
+}
+
+// mappedColumnJSON is a MappedColumn on disk, its ColumnSpec flattened
+// into it (the same in version 1).
+type mappedColumnJSON struct {
+	Attnum   int16      `json:"attnum"`
+	Source   string     `json:"source"`
+	Name     string     `json:"name"`
+	Type     storedType `json:"type"`
+	Nullable bool       `json:"nullable"`
+	Default  string     `json:"default"`
+	Key      bool       `json:"key"`
+}
+
+// agreedV1 is an Agreed in version 1: agreedJSON's names but for the
+// shape and the target, which had no JSON names of their own, and "left",
+// "filenode" and "filenode_from", which were left out when zero.
+type agreedV1 struct {
+	Oid          uint32             `json:"oid"`
+	DbOid        uint32             `json:"db_oid"`
+	Schema       string             `json:"schema"`
+	Table        string             `json:"table"`
+	ValidFrom    wal.LSN            `json:"valid_from"`
+	Shape        []shapeColumnV1    `json:"shape"`
+	KeyAttnums   []int16            `json:"key_attnums"`
+	Target       targetV1           `json:"target"`
+	Columns      []mappedColumnJSON `json:"columns"`
+	OrderBy      []string           `json:"order_by"`
+	Dropped      bool               `json:"dropped"`
+	Left         bool               `json:"left"`
+	Filenode     uint32             `json:"filenode"`
+	FilenodeFrom wal.LSN            `json:"filenode_from"`
+}
+
+// shapeColumnV1 is a desclog.Column in version 1: by its Go field names.
+type shapeColumnV1 struct {
+	Num         int16   `json:"Num"`
+	Name        string  `json:"Name"`
+	TypeOid     uint32  `json:"TypeOid"`
+	TypMod      int32   `json:"TypMod"`
+	TypeName    string  `json:"TypeName"`
+	TypeKind    byte    `json:"TypeKind"`
+	BaseTypeOid uint32  `json:"BaseTypeOid"`
+	ElemTypeOid uint32  `json:"ElemTypeOid"`
+	NotNull     bool    `json:"NotNull"`
+	Dropped     bool    `json:"Dropped"`
+	ByVal       bool    `json:"ByVal"`
+	Len         int16   `json:"Len"`
+	Align       byte    `json:"Align"`
+	Storage     byte    `json:"Storage"`
+	HasMissing  bool    `json:"HasMissing"`
+	Missing     *string `json:"Missing"`
+}
+
+// targetV1 is a Target in version 1.
+type targetV1 struct {
+	Database string `json:"Database"`
+	Table    string `json:"Table"`
+}
+
+// current is a version 1 agreement in the current form.
+func (a *agreedV1) current() *agreedJSON {
+	j := &agreedJSON{Oid: a.Oid, DbOid: a.DbOid, Schema: a.Schema, Table: a.Table, ValidFrom: a.ValidFrom,
+		KeyAttnums: a.KeyAttnums, Target: targetJSON(a.Target), Columns: a.Columns, OrderBy: a.OrderBy,
+		Dropped: a.Dropped, Left: a.Left, Filenode: a.Filenode, FilenodeFrom: a.FilenodeFrom}
+	if a.Shape != nil {
+		j.Shape = make([]shapeColumnJSON, len(a.Shape))
+		for i, c := range a.Shape {
+			j.Shape[i] = shapeColumnJSON(c)
+		}
+	}
+	return j
+}
+
+// toJSON is a on disk.
+func (a *Agreed) toJSON() (*agreedJSON, error) {
+	j := &agreedJSON{Oid: a.Oid, DbOid: a.DbOid, Schema: a.Schema, Table: a.Table, ValidFrom: a.ValidFrom,
+		KeyAttnums: a.KeyAttnums, Target: targetJSON(a.Target), OrderBy: a.OrderBy,
+		Dropped: a.Dropped, Left: a.Left, Filenode: a.Filenode, FilenodeFrom: a.FilenodeFrom}
+	for _, c := range a.Shape {
+		j.Shape = append(j.Shape, shapeColumnJSON(c))
+	}
+	for _, m := range a.Columns {
+		t, err := toStoredType(m.Spec.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", m.Spec.Name, err)
+		}
+		j.Columns = append(j.Columns, mappedColumnJSON{Attnum: m.Attnum, Source: m.Source, Name: m.Spec.Name, Type: t,
+			Nullable: m.Spec.Nullable, Default: m.Spec.Default, Key: m.Key})
+	}
+	return j, nil
+}
+
+// agreed is toJSON's inverse. Empty slices come back nil, as Clone makes
+// them.
+func (j *agreedJSON) agreed() (*Agreed, error) {
+	a := &Agreed{Oid: j.Oid, DbOid: j.DbOid, Schema: j.Schema, Table: j.Table, ValidFrom: j.ValidFrom,
+		KeyAttnums: cloneOrNil(j.KeyAttnums), Target: Target(j.Target), OrderBy: cloneOrNil(j.OrderBy),
+		Dropped: j.Dropped, Left: j.Left, Filenode: j.Filenode, FilenodeFrom: j.FilenodeFrom}
+	for _, c := range j.Shape {
+		a.Shape = append(a.Shape, desclog.Column(c))
+	}
+	for _, m := range j.Columns {
+		t, err := fromStoredType(m.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", m.Name, err)
+		}
+		a.Columns = append(a.Columns, MappedColumn{Attnum: m.Attnum, Source: m.Source, Key: m.Key,
+			Spec: ColumnSpec{Name: m.Name, Type: t, Nullable: m.Nullable, Default: m.Default}})
+	}
+	return a, nil
 }
 
 // Get returns a copy of oid's agreement, nil if there is none.
@@ -245,55 +446,19 @@ func (s *Store) Delete(oid uint32) error {
 	return nil
 }
 
-// write replaces the file atomically with agreed's contents.
-func (s *Store) write(agreed map[uint32]*Agreed) (err error) {
-	list := make([]*Agreed, 0, len(agreed))
+// write replaces the file with agreed's contents (atomically: see
+// statefile.Spec.Write).
+func (s *Store) write(agreed map[uint32]*Agreed) error {
+	body := baselineBody{Agreed: make([]*agreedJSON, 0, len(agreed))}
 	for _, a := range agreed {
-		list = append(list, a)
-	}
-	slices.SortFunc(list, func(a, b *Agreed) int { return int(int64(a.Oid) - int64(b.Oid)) })
-	body, err := json.Marshal(list)
-	if err != nil {
-		return fmt.Errorf("encoding: %w", err)
-	}
-	data, err := json.Marshal(baselineFile{Format: baselineFormat, CRC32C: crc32.Checksum(body, castagnoli), Agreed: body})
-	if err != nil {
-		return fmt.Errorf("encoding: %w", err)
-	}
-	data = append(data, '\n')
-
-	tmp, err := os.CreateTemp(s.dir, baselineFileName+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("creating temp file in %s: %w", s.dir, err)
-	}
-	defer func() {
+		j, err := a.toJSON()
 		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("relation oid %d: %w", a.Oid, err)
 		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
+		body.Agreed = append(body.Agreed, j)
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp.Name(), err)
-	}
-	if err = os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", tmp.Name(), s.path, err)
-	}
-	// The rename is durable only once the directory is.
-	dir, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("opening %s to sync it: %w", s.dir, err)
-	}
-	defer dir.Close()
-	if err = dir.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", s.dir, err)
-	}
-	return nil
+	slices.SortFunc(body.Agreed, func(a, b *agreedJSON) int { return cmp.Compare(a.Oid, b.Oid) })
+	return baselineSpec.Write(s.path, body)
 }
 
 // Clone is a deep copy (nil for nil). Empty slices come back nil, as they
@@ -406,39 +571,4 @@ func fromStoredType(st storedType) (ColumnType, error) {
 		t.Elem = &elem
 	}
 	return t, nil
-}
-
-type storedMappedColumn struct {
-	Attnum   int16      `json:"attnum"`
-	Source   string     `json:"source"`
-	Name     string     `json:"name"`
-	Type     storedType `json:"type"`
-	Nullable bool       `json:"nullable"`
-	Default  string     `json:"default,omitempty"`
-	Key      bool       `json:"key"`
-}
-
-// MarshalJSON stores the column with its Repr by name.
-func (m MappedColumn) MarshalJSON() ([]byte, error) {
-	t, err := toStoredType(m.Spec.Type)
-	if err != nil {
-		return nil, fmt.Errorf("column %q: %w", m.Spec.Name, err)
-	}
-	return json.Marshal(storedMappedColumn{Attnum: m.Attnum, Source: m.Source, Name: m.Spec.Name, Type: t,
-		Nullable: m.Spec.Nullable, Default: m.Spec.Default, Key: m.Key})
-}
-
-// UnmarshalJSON is MarshalJSON's inverse.
-func (m *MappedColumn) UnmarshalJSON(data []byte) error {
-	var st storedMappedColumn
-	if err := json.Unmarshal(data, &st); err != nil {
-		return err
-	}
-	t, err := fromStoredType(st.Type)
-	if err != nil {
-		return fmt.Errorf("column %q: %w", st.Name, err)
-	}
-	*m = MappedColumn{Attnum: st.Attnum, Source: st.Source, Key: st.Key,
-		Spec: ColumnSpec{Name: st.Name, Type: t, Nullable: st.Nullable, Default: st.Default}}
-	return nil
 }

@@ -2,11 +2,15 @@ package clickhouse
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/walshadow/walshadow/internal/statefile"
 )
 
 // sampleAgreed is an agreement with every kind of field set.
@@ -83,8 +87,8 @@ func TestStoreRoundTrip(t *testing.T) {
 	if third.Get(b.Oid) != nil || third.Get(a.Oid) == nil {
 		t.Error("Delete did not persist")
 	}
-	raw, _ := os.ReadFile(filepath.Join(dir, baselineFileName))
-	if !bytes.HasPrefix(raw, []byte(`{"format":1,"crc32c":`)) || !bytes.Contains(raw, []byte(`"repr":"unix_days"`)) {
+	raw, _ := os.ReadFile(statefile.OutputDir(dir).Baseline())
+	if !bytes.HasPrefix(raw, []byte("{\n  \"format\": \"walshadow-baseline\",\n  \"version\": 2,\n")) || !bytes.Contains(raw, []byte(`"repr": "unix_days"`)) {
 		t.Errorf("file layout: %.200s", raw)
 	}
 }
@@ -99,8 +103,9 @@ func TestStoreIgnoresLeftoverTempFile(t *testing.T) {
 	if err := s.Put(a); err != nil {
 		t.Fatal(err)
 	}
-	// A crash mid-write leaves a partial temp file beside the old baseline.
-	leftover := filepath.Join(dir, baselineFileName+".tmp-123456")
+	// A crash of an older walshadow's writer, in the middle of a write,
+	// leaves a partial temp file of its own name beside the old baseline.
+	leftover := statefile.OutputDir(dir).Baseline() + ".tmp-123456"
 	if err := os.WriteFile(leftover, []byte(`{"format":1,"crc32c":0,"agr`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -129,34 +134,80 @@ func TestStoreDetectsCorruption(t *testing.T) {
 	if err := s.Put(sampleAgreed(t, 7)); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, baselineFileName)
+	path := statefile.OutputDir(dir).Baseline()
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flipped := bytes.Replace(good, []byte(`"schema":"demo"`), []byte(`"schema":"demO"`), 1)
+	flipped := bytes.Replace(good, []byte(`"schema": "demo"`), []byte(`"schema": "demO"`), 1)
 	if bytes.Equal(flipped, good) {
 		t.Fatal("test data lacks the schema")
 	}
+	// Bodies that pass the envelope's checks but not the store's.
+	var body struct {
+		Agreed []json.RawMessage `json:"agreed"`
+	}
+	if err := baselineSpec.Decode(path, good, &body, nil); err != nil || len(body.Agreed) != 1 {
+		t.Fatalf("decoding the body: %v, %d entries", err, len(body.Agreed))
+	}
+	encode := func(agreed ...json.RawMessage) []byte {
+		b, err := baselineSpec.Encode(map[string][]json.RawMessage{"agreed": agreed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	badRepr := bytes.Replace(body.Agreed[0], []byte(`"repr": "int"`), []byte(`"repr": "integer"`), 1)
+	if bytes.Equal(badRepr, body.Agreed[0]) {
+		t.Fatal("test data lacks an int column")
+	}
 	for _, tc := range []struct {
-		name string
-		data []byte
-		want string
+		name      string
+		data      []byte
+		truncated bool
+		want      string
 	}{
-		{"bit flip", flipped, "checksum mismatch"},
-		{"truncated", good[:len(good)/2], "truncated"},
-		{"empty", nil, "truncated"},
-		{"garbage", []byte("not json at all\n"), "corrupt"},
-		{"future format", bytes.Replace(good, []byte(`"format":1`), []byte(`"format":2`), 1), "format 2"},
+		{"bit flip", flipped, false, "checksum mismatch"},
+		{"truncated", good[:len(good)/2], true, "unexpected end of JSON input"},
+		{"empty", nil, true, "the file is empty"},
+		{"garbage", []byte("not json at all\n"), false, "invalid character"},
+		{"future version", bytes.Replace(good, []byte(`"version": 2`), []byte(`"version": 3`), 1), false, "version 3, this walshadow reads version 2"},
+		{"another format", bytes.Replace(good, []byte(`"walshadow-baseline"`), []byte(`"walshadow-loads"`), 1), false, `format "walshadow-loads"`},
+		{"null entry", encode(body.Agreed[0], json.RawMessage("null")), false, "entry 1 is null"},
+		{"duplicate oid", encode(body.Agreed[0], body.Agreed[0]), false, "relation oid 7 appears twice"},
+		{"unknown field", encode(append(json.RawMessage(`{"extra":1,`), body.Agreed[0][1:]...)), false, `unknown field "extra"`},
+		{"unknown repr", encode(badRepr), false, `unknown representation "integer"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := OpenStore(dir)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("err = %v, want one naming %s and containing %q", err, path, tc.want)
+			_, openErr := OpenStore(dir)
+			_, readErr := ReadAgreed(dir)
+			for _, err := range []error{openErr, readErr} {
+				var se *statefile.Error
+				if !errors.As(err, &se) || se.Truncated != tc.truncated || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("err = %v, want a *statefile.Error (truncated: %v) naming %s and containing %q", err, tc.truncated, path, tc.want)
+				}
+				what := "is corrupt"
+				if tc.truncated {
+					what = "is truncated"
+				}
+				if !strings.Contains(err.Error(), what) || !strings.HasSuffix(err.Error(), baselineSpec.Remedy) {
+					t.Fatalf("err = %v, want it to say %q and end with the remedy", err, what)
+				}
 			}
 		})
+	}
+}
+
+func TestReadAgreedWithoutFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	list, err := ReadAgreed(dir)
+	if err != nil || list != nil {
+		t.Fatalf("ReadAgreed of no store: %v, %v", list, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("ReadAgreed created the directory: %v", err)
 	}
 }

@@ -10,11 +10,10 @@
 //
 // LedgerFile in the state directory records every load that is not
 // forgotten yet, so a restart resumes or cleans up instead of loading
-// twice:
+// twice. It is a state file in internal/statefile's envelope (format
+// "walshadow-loads", version 2, CRC-32C of the body), whose body is:
 //
-//	{
-//	  "format": "walshadow-loads",
-//	  "version": 1,
+//	"body": {
 //	  "entries": [
 //	    {
 //	      "oid": 16384,                          source relation
@@ -22,7 +21,7 @@
 //	      "table": "orders",
 //	      "mode": "copy",                        none | copy | base_backup
 //	      "phase": "loading",                    loading | publishing | done
-//	      "coverage_lsn": "0/5A3F1C8",           S: loaded rows carry _lsn = S
+//	      "coverage_lsn": "0/05A3F1C8",          S: loaded rows carry _lsn = S
 //	      "database": "shop",                    ClickHouse target database
 //	      "target": "orders",
 //	      "staging": "orders__wsload_16384",     same database
@@ -31,7 +30,7 @@
 //	      "stale_database": "shop",              optional, with "stale": a reload's superseded table,
 //	      "stale": "orders",                     dropped once the load is published
 //	      "snapshot": "1991:1995:1993",          optional: the load's snapshot (xmin:xmax:xip)
-//	      "seen_by_lsn": "0/5A40000",            optional: every transaction the load holds committed before it
+//	      "seen_by_lsn": "0/05A40000",           optional: every transaction the load holds committed before it
 //	      "attempt": 1,
 //	      "rows": 1234567,
 //	      "bytes": 230000000,
@@ -39,26 +38,20 @@
 //	      "finished_at": "2026-11-30T14:09:41Z",  optional
 //	      "last_error": "…",                     optional
 //	      "reason": "failed at 0/5A3F000: …",    optional: why a followed table is loaded again
-//	      "failed_at_lsn": "0/5A3F000"           optional: the change a failed table could not take
+//	      "failed_at_lsn": "0/05A3F000"          optional: the change a failed table could not take
 //	    }
-//	  ],
-//	  "crc32c": 3735928559
+//	  ]
 //	}
 //
 // Entries are sorted by schema, table and oid. The file is rewritten whole
-// and atomically (temporary file, fsync, rename, directory fsync) on every
-// change. crc32c is CRC-32C (Castagnoli) of the compact JSON encoding of
-// the document as decoded, with crc32c set to 0: a hand-edited or damaged
-// file is refused rather than trusted. Unknown fields, another format or
-// version, an invalid mode, phase, LSN or time, and duplicate oids are
-// refused too.
+// and atomically on every change. Besides what the envelope refuses (a
+// checksum mismatch, unknown fields, another format or version: see
+// internal/statefile, which also tells a truncated file from a corrupt
+// one), an invalid mode, phase, LSN or time and duplicate oids make the
+// file corrupt (*statefile.Error).
 //
-// A refused file is reported as a *LedgerError that tells two cases apart:
-//
-//   - truncated: the file is empty (or only white space), or it is a JSON
-//     object cut short — every byte is valid JSON so far but the input ends
-//     before the top-level object closes. That is what a crash leaves on a
-//     filesystem that does not order data before the rename.
-//   - corrupt: anything else (invalid JSON, trailing data, a checksum
-//     mismatch, an unknown field, a wrong version, invalid values).
+// Version 1 held the same entries in a document of its own
+// ({"format": "walshadow-loads", "version": 1, "entries": [...],
+// "crc32c": N}, the CRC-32C of its compact encoding with crc32c 0); it is
+// read once and rewritten in the envelope at the next change.
 package load

@@ -1,13 +1,10 @@
 package load
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/walshadow/walshadow/internal/fsutil"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -92,10 +90,12 @@ type Entry struct {
 // drawn in the package documentation.
 const LedgerFile = "loads.json"
 
-const (
-	ledgerFormat  = "walshadow-loads"
-	ledgerVersion = 1
-)
+// ledgerSpec is the ledger's state-file envelope (version 1 was the same
+// entries in a flat document of its own, read once for upgrade).
+var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 2,
+	Remedy: "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"}
+
+const ledgerV1Version = 1
 
 // Ledger is the durable record of the state directory's loads, by source
 // oid. It is safe for concurrent use; every change is on disk before the
@@ -106,25 +106,9 @@ type Ledger struct {
 	entries map[uint32]Entry
 }
 
-// LedgerError is a ledger file that cannot be trusted.
-type LedgerError struct {
-	Path      string
-	Truncated bool // the file ends before its JSON document does (see the package documentation)
-	Err       error
-}
-
-func (e *LedgerError) Error() string {
-	const remedy = "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"
-	if e.Truncated {
-		return fmt.Sprintf("%s is truncated (%v), as a crash can leave it: %s", e.Path, e.Err, remedy)
-	}
-	return fmt.Sprintf("%s is corrupt (%v): %s", e.Path, e.Err, remedy)
-}
-
-func (e *LedgerError) Unwrap() error { return e.Err }
-
 // OpenLedger reads dir's ledger. A directory without one gives an empty
-// ledger; a file that cannot be trusted gives a *LedgerError.
+// ledger; a file that cannot be trusted gives a *statefile.Error (truncated
+// or corrupt).
 func OpenLedger(dir string) (*Ledger, error) {
 	path := filepath.Join(dir, LedgerFile)
 	l := &Ledger{path: path, entries: map[uint32]Entry{}}
@@ -135,11 +119,9 @@ func OpenLedger(dir string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the load ledger %s: %w", path, err)
 	}
-	entries, truncated, err := decodeLedger(b)
-	if err != nil {
-		return nil, &LedgerError{Path: path, Truncated: truncated, Err: err}
+	if l.entries, err = decodeLedger(path, b); err != nil {
+		return nil, err
 	}
-	l.entries = entries
 	return l, nil
 }
 
@@ -205,6 +187,11 @@ func (l *Ledger) write(entries map[uint32]Entry) error {
 	return fsutil.WriteFileAtomic(l.path, encodeLedger(entries), 0o600, nil)
 }
 
+// ledgerBody is the envelope's body.
+type ledgerBody struct {
+	Entries []entryJSON `json:"entries"`
+}
+
 func sortedEntries(entries map[uint32]Entry) []Entry {
 	all := make([]Entry, 0, len(entries))
 	for _, e := range entries {
@@ -245,14 +232,16 @@ func (e Entry) validate() error {
 	return nil
 }
 
-// ledgerJSON and entryJSON are the on-disk form.
-type ledgerJSON struct {
+// ledgerV1 is the ledger's form before the envelope: crc32c is CRC-32C
+// of the compact JSON encoding of the document with crc32c set to 0.
+type ledgerV1 struct {
 	Format  string      `json:"format"`
 	Version int         `json:"version"`
 	Entries []entryJSON `json:"entries"`
 	CRC     uint32      `json:"crc32c"`
 }
 
+// entryJSON is one entry on disk (both versions).
 type entryJSON struct {
 	Oid         uint32 `json:"oid"`
 	Schema      string `json:"schema"`
@@ -279,12 +268,10 @@ type entryJSON struct {
 	FailedAt    string `json:"failed_at_lsn,omitempty"`
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func (j ledgerJSON) checksum() uint32 {
+func (j ledgerV1) checksum() uint32 {
 	j.CRC = 0
 	b, _ := json.Marshal(j)
-	return crc32.Checksum(b, castagnoli)
+	return statefile.CRC(b)
 }
 
 func seenBy(l wal.LSN) string {
@@ -313,9 +300,9 @@ func decodeTime(s string) (time.Time, error) {
 }
 
 func encodeLedger(entries map[uint32]Entry) []byte {
-	j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{}}
+	body := ledgerBody{Entries: []entryJSON{}}
 	for _, e := range sortedEntries(entries) {
-		j.Entries = append(j.Entries, entryJSON{
+		body.Entries = append(body.Entries, entryJSON{
 			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
 			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
 			Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
@@ -323,47 +310,51 @@ func encodeLedger(entries map[uint32]Entry) []byte {
 			Reason: e.Reason, FailedAt: seenBy(e.FailedAt),
 		})
 	}
-	j.CRC = j.checksum()
-	b, err := json.MarshalIndent(j, "", "  ")
+	b, err := ledgerSpec.Encode(body)
 	if err != nil {
 		// Only strings and integers: encoding cannot fail.
 		panic(fmt.Sprintf("encoding the load ledger: %v", err))
 	}
-	return append(b, '\n')
+	return b
 }
 
-// decodeLedger parses a ledger file. truncated reports, with the error,
-// that b is empty or a JSON object cut short (see the package doc).
-func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, true, errors.New("the file is empty")
+// decodeLedger parses a ledger file (path names it in errors): the
+// envelope, or version 1. What cannot be trusted is a *statefile.Error.
+func decodeLedger(path string, b []byte) (map[uint32]Entry, error) {
+	var body ledgerBody
+	if err := ledgerSpec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
+		return nil, err
 	}
-	var j ledgerJSON
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		// The decoder reads a whole value before unmarshalling it, so
-		// io.ErrUnexpectedEOF means valid JSON so far, cut short.
-		cut := errors.Is(err, io.ErrUnexpectedEOF) && bytes.TrimSpace(b)[0] == '{'
-		if cut {
-			return nil, true, fmt.Errorf("its JSON ends after %d bytes, before the document closes", len(b))
-		}
-		return nil, false, fmt.Errorf("not a load ledger: %w", err)
+	entries, err := entriesOf(body.Entries)
+	if err != nil {
+		return nil, &statefile.Error{Path: path, Err: err, Remedy: ledgerSpec.Remedy}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, false, errors.New("data after the JSON document")
+	return entries, nil
+}
+
+// decodeLedgerV1 reads the ledger's form before the envelope.
+func decodeLedgerV1(b []byte, body *ledgerBody) error {
+	var j ledgerV1
+	if err := statefile.DecodeStrict(b, &j); err != nil {
+		return fmt.Errorf("not a load ledger: %w", err)
 	}
-	if j.Format != ledgerFormat {
-		return nil, false, fmt.Errorf("format %q, want %q", j.Format, ledgerFormat)
+	if j.Format != ledgerSpec.Format {
+		return fmt.Errorf("format %q, want %q", j.Format, ledgerSpec.Format)
 	}
-	if j.Version != ledgerVersion {
-		return nil, false, fmt.Errorf("version %d, this walshadow reads version %d", j.Version, ledgerVersion)
+	if j.Version != ledgerV1Version {
+		return fmt.Errorf("version %d, this walshadow reads version %d (or %d, before the envelope)", j.Version, ledgerSpec.Version, ledgerV1Version)
 	}
 	if sum := j.checksum(); sum != j.CRC {
-		return nil, false, fmt.Errorf("checksum %d, contents sum to %d", j.CRC, sum)
+		return fmt.Errorf("checksum %d, contents sum to %d", j.CRC, sum)
 	}
-	entries = make(map[uint32]Entry, len(j.Entries))
-	for i, je := range j.Entries {
+	body.Entries = j.Entries
+	return nil
+}
+
+// entriesOf checks and converts the file's entries.
+func entriesOf(list []entryJSON) (entries map[uint32]Entry, err error) {
+	entries = make(map[uint32]Entry, len(list))
+	for i, je := range list {
 		e := Entry{
 			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
 			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
@@ -372,30 +363,30 @@ func decodeLedger(b []byte) (entries map[uint32]Entry, truncated bool, err error
 		}
 		if je.SeenBy != "" {
 			if e.SeenBy, err = wal.ParseLSN(je.SeenBy); err != nil {
-				return nil, false, fmt.Errorf("entry %d (oid %d): seen_by_lsn %q: %w", i, je.Oid, je.SeenBy, err)
+				return nil, fmt.Errorf("entry %d (oid %d): seen_by_lsn %q: %w", i, je.Oid, je.SeenBy, err)
 			}
 		}
 		if je.FailedAt != "" {
 			if e.FailedAt, err = wal.ParseLSN(je.FailedAt); err != nil {
-				return nil, false, fmt.Errorf("entry %d (oid %d): failed_at_lsn %q: %w", i, je.Oid, je.FailedAt, err)
+				return nil, fmt.Errorf("entry %d (oid %d): failed_at_lsn %q: %w", i, je.Oid, je.FailedAt, err)
 			}
 		}
 		if e.Coverage, err = wal.ParseLSN(je.Coverage); err != nil {
-			return nil, false, fmt.Errorf("entry %d (oid %d): coverage_lsn %q: %w", i, je.Oid, je.Coverage, err)
+			return nil, fmt.Errorf("entry %d (oid %d): coverage_lsn %q: %w", i, je.Oid, je.Coverage, err)
 		}
 		if e.StartedAt, err = decodeTime(je.StartedAt); err != nil {
-			return nil, false, fmt.Errorf("entry %d (oid %d): started_at %q: %w", i, je.Oid, je.StartedAt, err)
+			return nil, fmt.Errorf("entry %d (oid %d): started_at %q: %w", i, je.Oid, je.StartedAt, err)
 		}
 		if e.FinishedAt, err = decodeTime(je.FinishedAt); err != nil {
-			return nil, false, fmt.Errorf("entry %d (oid %d): finished_at %q: %w", i, je.Oid, je.FinishedAt, err)
+			return nil, fmt.Errorf("entry %d (oid %d): finished_at %q: %w", i, je.Oid, je.FinishedAt, err)
 		}
 		if err := e.validate(); err != nil {
-			return nil, false, fmt.Errorf("entry %d: %w", i, err)
+			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 		if _, dup := entries[e.Oid]; dup {
-			return nil, false, fmt.Errorf("entry %d: oid %d appears twice", i, e.Oid)
+			return nil, fmt.Errorf("entry %d: oid %d appears twice", i, e.Oid)
 		}
 		entries[e.Oid] = e
 	}
-	return entries, false, nil
+	return entries, nil
 }

@@ -3,17 +3,40 @@ package load
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// checkGolden compares got with testdata/name (rewritten under -update).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs:\n got %s\nwant %s", path, got, want)
+	}
+}
 
 func sampleEntry(oid uint32, table string) Entry {
 	return Entry{
@@ -78,7 +101,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 1`, `"coverage_lsn": "1/00000010"`,
+	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 2`, `"coverage_lsn": "1/00000010"`,
 		`"started_at": "2026-11-30T14:02:03.500000001Z"`, `"mode": "base_backup"`, `"crc32c": `} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("file lacks %s:\n%s", s, b)
@@ -220,19 +243,31 @@ func writeLedgerFile(t *testing.T, b []byte) string {
 	return dir
 }
 
+// resignEnvelope recomputes an envelope's crc32c over its body as it is
+// in b, so that only an edit of the body is at fault.
+func resignEnvelope(t testing.TB, b []byte) []byte {
+	t.Helper()
+	s := string(b)
+	i := strings.Index(s, `"body": `)
+	j := strings.LastIndex(s, "\n}")
+	if i < 0 || j < i {
+		t.Fatalf("not an envelope: %q", b)
+	}
+	body := s[i+len(`"body": `) : j]
+	re := regexp.MustCompile(`"crc32c": [0-9]+`)
+	return []byte(re.ReplaceAllString(s, fmt.Sprintf(`"crc32c": %d`, statefile.CRC([]byte(body)))))
+}
+
 func TestLedgerCorruptVersusTruncated(t *testing.T) {
 	good := encodeLedger(map[uint32]Entry{16384: sampleEntry(16384, "orders"), 16390: sampleEntry(16390, "items")})
 	if _, err := OpenLedger(writeLedgerFile(t, good)); err != nil {
 		t.Fatalf("good file refused: %v", err)
 	}
-	// withCRC re-signs an edited document so that only the edit is at fault.
-	withCRC := func(edit func(*ledgerJSON)) []byte {
-		j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{{
-			Oid: 7, Schema: "s", Table: "t", Mode: "copy", Phase: "loading", Coverage: "0/10",
-		}}}
-		edit(&j)
-		j.CRC = j.checksum()
-		b, err := json.Marshal(j)
+	// withBody encodes a body edited from one entry, signed right.
+	withBody := func(edit func(*ledgerBody)) []byte {
+		body := ledgerBody{Entries: []entryJSON{{Oid: 7, Schema: "s", Table: "t", Mode: "copy", Phase: "loading", Coverage: "0/10"}}}
+		edit(&body)
+		b, err := ledgerSpec.Encode(body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,24 +279,26 @@ func TestLedgerCorruptVersusTruncated(t *testing.T) {
 	}{
 		"bad crc":        {[]byte(strings.Replace(string(good), `"rows": 1234567`, `"rows": 1234568`, 1)), "checksum"},
 		"unknown field":  {[]byte(strings.Replace(string(good), `"format"`, `"extra": 1, "format"`, 1)), `unknown field "extra"`},
-		"unknown nested": {[]byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1)), `unknown field "priority"`},
-		"wrong version":  {withCRC(func(j *ledgerJSON) { j.Version = 2 }), "version 2"},
-		"wrong format":   {withCRC(func(j *ledgerJSON) { j.Format = "walshadow-manifest" }), `format "walshadow-manifest"`},
-		"bad lsn":        {withCRC(func(j *ledgerJSON) { j.Entries[0].Coverage = "10" }), `coverage_lsn "10"`},
-		"bad time":       {withCRC(func(j *ledgerJSON) { j.Entries[0].StartedAt = "yesterday" }), `started_at "yesterday"`},
-		"bad phase":      {withCRC(func(j *ledgerJSON) { j.Entries[0].Phase = "half" }), `phase "half"`},
-		"duplicate oid":  {withCRC(func(j *ledgerJSON) { j.Entries = append(j.Entries, j.Entries[0]) }), "oid 7 appears twice"},
-		"garbage":        {[]byte("\x00\x01not json"), "not a load ledger"},
-		"syntax error":   {[]byte(strings.Replace(string(good), `"entries": [`, `"entries": ]`, 1)), "not a load ledger"},
-		"trailing data":  {append(append([]byte{}, good...), "{}"...), "data after"},
-		"array prefix":   {[]byte(`[{"format":"walshadow-loads"`), "not a load ledger"},
+		"unknown nested": {resignEnvelope(t, []byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1))), `unknown field "priority"`},
+		"wrong version":  {[]byte(strings.Replace(string(good), `"version": 2`, `"version": 3`, 1)), "version 3"},
+		"wrong format":   {[]byte(strings.Replace(string(good), `"walshadow-loads"`, `"walshadow-manifest"`, 1)), `format "walshadow-manifest"`},
+		"bad lsn":        {withBody(func(b *ledgerBody) { b.Entries[0].Coverage = "10" }), `coverage_lsn "10"`},
+		"bad time":       {withBody(func(b *ledgerBody) { b.Entries[0].StartedAt = "yesterday" }), `started_at "yesterday"`},
+		"bad phase":      {withBody(func(b *ledgerBody) { b.Entries[0].Phase = "half" }), `phase "half"`},
+		"duplicate oid":  {withBody(func(b *ledgerBody) { b.Entries = append(b.Entries, b.Entries[0]) }), "oid 7 appears twice"},
+		"garbage":        {[]byte("\x00\x01not json"), "invalid character"},
+		"syntax error":   {[]byte(strings.Replace(string(good), `"entries": [`, `"entries": ]`, 1)), "invalid character"},
+		"trailing data":  {append(append([]byte{}, good...), "{}"...), "after top-level value"},
+		"array prefix":   {[]byte(`[{"format":"walshadow-loads"`), "unexpected end"},
+		"v1, bad crc":    {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"rows":0`, `"rows":1`, 1)), "checksum"},
+		"v1, version 9":  {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"version":1`, `"version":9`, 1)), "version 9"},
 	}
 	for name, c := range corrupt {
 		dir := writeLedgerFile(t, c.file)
 		_, err := OpenLedger(dir)
-		var le *LedgerError
-		if !errors.As(err, &le) || le.Truncated {
-			t.Errorf("%s: %v, want a corrupt *LedgerError", name, err)
+		var se *statefile.Error
+		if !errors.As(err, &se) || se.Truncated {
+			t.Errorf("%s: %v, want a corrupt *statefile.Error", name, err)
 			continue
 		}
 		msg := err.Error()
@@ -283,9 +320,9 @@ func TestLedgerCorruptVersusTruncated(t *testing.T) {
 	} {
 		dir := writeLedgerFile(t, file)
 		_, err := OpenLedger(dir)
-		var le *LedgerError
-		if !errors.As(err, &le) || !le.Truncated {
-			t.Errorf("%s: %v, want a truncated *LedgerError", name, err)
+		var se *statefile.Error
+		if !errors.As(err, &se) || !se.Truncated {
+			t.Errorf("%s: %v, want a truncated *statefile.Error", name, err)
 			continue
 		}
 		if msg := err.Error(); !strings.Contains(msg, filepath.Join(dir, LedgerFile)) || !strings.Contains(msg, "is truncated") ||
@@ -295,8 +332,72 @@ func TestLedgerCorruptVersusTruncated(t *testing.T) {
 	}
 }
 
+// encodeLedgerV1 is a one-entry ledger in version 1's form, as the code
+// before the envelope wrote it (compact here; it wrote it indented).
+func encodeLedgerV1(t testing.TB, oid uint32) []byte {
+	t.Helper()
+	j := ledgerV1{Format: ledgerSpec.Format, Version: ledgerV1Version, Entries: []entryJSON{{
+		Oid: oid, Schema: "s", Table: "t", Mode: "copy", Phase: "done", Coverage: "0/10",
+	}}}
+	j.CRC = j.checksum()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestLedgerGoldenAndUpgrade: the current file byte for byte
+// (testdata/loads_v2.json, -update rewrites it); version 1's file
+// (testdata/loads_v1.json, as the code before the envelope wrote it) read
+// to the same entries and rewritten in the envelope by the next change.
+func TestLedgerGoldenAndUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{sampleEntry(16384, "orders"), {Oid: 9, Schema: "s", Table: "t", Mode: ModeBaseBackup, Phase: PhaseDone}}
+	for _, e := range want {
+		if err := l.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, LedgerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "loads_v2.json", got)
+
+	v1, err := os.ReadFile(filepath.Join("testdata", "loads_v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := writeLedgerFile(t, v1)
+	l1, err := OpenLedger(old)
+	if err != nil {
+		t.Fatalf("version 1 file refused: %v", err)
+	}
+	if !reflect.DeepEqual(l1.All(), l.All()) {
+		t.Fatalf("version 1 file read as\n%+v\nwant\n%+v", l1.All(), l.All())
+	}
+	if err := l1.Delete(9); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.Put(want[1]); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(filepath.Join(old, LedgerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(got) {
+		t.Errorf("a changed version 1 ledger is not rewritten in the envelope:\n%s", again)
+	}
+}
+
 func TestLedgerAcceptsHandWrittenLSNAndOffsetTimes(t *testing.T) {
-	j := ledgerJSON{Format: ledgerFormat, Version: ledgerVersion, Entries: []entryJSON{{
+	j := ledgerV1{Format: ledgerSpec.Format, Version: ledgerV1Version, Entries: []entryJSON{{
 		Oid: 7, Schema: "s", Table: "t", Mode: "copy", Phase: "done", Coverage: "a/1f",
 		StartedAt: "2026-11-30T15:02:03.25+01:00", FinishedAt: "2026-11-30T14:10:00Z",
 	}}}

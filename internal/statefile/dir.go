@@ -1,0 +1,44 @@
+package statefile
+
+import "path/filepath"
+
+// StateDir is a session's state directory (the walshadow resource's
+// state_dir). Every path in it comes from here:
+//
+//	state_dir/
+//	  manifest.json   the session's progress (session.Manifest)
+//	  progress.json   its form before the manifest, read once for upgrade
+//	  spool/          the source's WAL as received (internal/spool)
+//	  archive/        filtered WAL segments the shadow restores from
+//	  shadow/         the catalog-only shadow standby's data directory
+//	  desclog/        the descriptor log (internal/desclog)
+//	  clickhouse/     the clickhouse_ddl output's state (OutputDir), unless
+//	                  the output names another directory
+type StateDir string
+
+func (d StateDir) join(name string) string { return filepath.Join(string(d), name) }
+
+func (d StateDir) Manifest() string       { return d.join("manifest.json") }
+func (d StateDir) LegacyProgress() string { return d.join("progress.json") }
+func (d StateDir) Spool() string          { return d.join("spool") }
+func (d StateDir) Archive() string        { return d.join("archive") }
+func (d StateDir) Shadow() string         { return d.join("shadow") }
+func (d StateDir) DescLog() string        { return d.join("desclog") }
+
+// Output is the clickhouse_ddl output's default state directory.
+func (d StateDir) Output() OutputDir { return OutputDir(d.join("clickhouse")) }
+
+// OutputDir is the clickhouse_ddl output's state directory:
+//
+//	written.json    how far the output's writes are durable on ClickHouse
+//	loads.json      the initial-load ledger (internal/load)
+//	baseline.json   each relation's agreed ClickHouse table (internal/clickhouse)
+//	load-spill/     a base-backup load's spilled pages (internal/load/pagewalk)
+type OutputDir string
+
+func (d OutputDir) join(name string) string { return filepath.Join(string(d), name) }
+
+func (d OutputDir) Written() string  { return d.join("written.json") }
+func (d OutputDir) Loads() string    { return d.join("loads.json") }
+func (d OutputDir) Baseline() string { return d.join("baseline.json") }
+func (d OutputDir) LoadSpill() string { return d.join("load-spill") }

@@ -1,0 +1,217 @@
+// Package statefile owns the envelope every walshadow state file is kept
+// in, and the state directory's layout (StateDir, OutputDir): no other
+// package names a path in it or writes a state file's checksum.
+//
+// # The envelope
+//
+//	{
+//	  "format": "walshadow-manifest",   what the file holds (Spec.Format)
+//	  "version": 3,                      the body's layout (Spec.Version)
+//	  "crc32c": 2989240071,              CRC-32C (Castagnoli) of body's bytes exactly as they are in the file
+//	  "body": {                          the state itself, indented JSON
+//	    ...
+//	  }
+//	}
+//
+// A file is rewritten whole and atomically: a temporary file beside it,
+// fsync, rename over it, fsync of the directory (fsutil.WriteFileAtomic),
+// so a crash leaves the old file or the new one. The body comes last: a
+// file cut short anywhere is an incomplete JSON document.
+//
+// Reading tells three cases apart:
+//
+//   - absent: there is no file (the error satisfies errors.Is(err,
+//     fs.ErrNotExist)): a fresh start;
+//   - truncated (*Error with Truncated): the file is empty, only white
+//     space, or a JSON document that ends before its top-level object
+//     closes — what a crash can leave on a filesystem that does not order
+//     data before the rename;
+//   - corrupt (*Error): anything else — invalid JSON, trailing data,
+//     another format, a version this walshadow does not read, a checksum
+//     mismatch (a hand-edited or damaged file), a body with unknown fields
+//     or values its owner refuses.
+//
+// A file written before the envelope existed (a JSON object without
+// "body") is handed to the owner's legacy reader, once: the next write
+// puts it in the envelope.
+package statefile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+
+	"github.com/walshadow/walshadow/internal/fsutil"
+)
+
+// Spec is one kind of state file.
+type Spec struct {
+	Format  string // e.g. "walshadow-manifest"
+	Version int    // the body layout this walshadow writes and reads
+	// Remedy is what an operator can do about a file that cannot be
+	// trusted; it ends the error.
+	Remedy string
+}
+
+// Error is a state file that cannot be trusted.
+type Error struct {
+	Path      string
+	Truncated bool // cut short (see the package documentation), else corrupt
+	Err       error
+	Remedy    string
+}
+
+func (e *Error) Error() string {
+	what := "corrupt"
+	if e.Truncated {
+		what = "truncated"
+	}
+	s := fmt.Sprintf("%s is %s (%v)", e.Path, what, e.Err)
+	if e.Remedy != "" {
+		s += ": " + e.Remedy
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC is CRC-32C (Castagnoli) of b: the envelope's checksum, and the one
+// the state files' forms before the envelope used.
+func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Encode is the file holding body in s's envelope.
+func (s Spec) Encode(body any) ([]byte, error) {
+	b, err := json.MarshalIndent(body, "  ", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", s.Format, err)
+	}
+	format, _ := json.Marshal(s.Format)
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "{\n  \"format\": %s,\n  \"version\": %d,\n  \"crc32c\": %d,\n  \"body\": %s\n}\n", format, s.Version, CRC(b), b)
+	return out.Bytes(), nil
+}
+
+// Write replaces path with body in s's envelope, atomically (mode 0600).
+func (s Spec) Write(path string, body any) error {
+	b, err := s.Encode(body)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, b, 0o600, nil)
+}
+
+// Read decodes path's body into body. No file: an error satisfying
+// errors.Is(err, fs.ErrNotExist). A file in the form it had before the
+// envelope goes to legacy (nil: refused as corrupt), which decodes it into
+// body itself; what legacy returns that is not an *Error is reported as
+// the file being corrupt.
+func (s Spec) Read(path string, body any, legacy func(data []byte) error) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return s.Decode(path, data, body, legacy)
+}
+
+// envelope is the on-disk form, loosely typed: a file of the form before
+// the envelope may give "format" as a number.
+type envelope struct {
+	Format  json.RawMessage  `json:"format"`
+	Version json.RawMessage  `json:"version"`
+	CRC     json.RawMessage  `json:"crc32c"`
+	Body    *json.RawMessage `json:"body"`
+}
+
+// Decode is Read of a file's contents (path names it in errors).
+func (s Spec) Decode(path string, data []byte, body any, legacy func(data []byte) error) error {
+	bad := func(truncated bool, err error) error {
+		return &Error{Path: path, Truncated: truncated, Err: err, Remedy: s.Remedy}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return bad(true, errors.New("the file is empty"))
+	}
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return bad(IsCutShort(data, err), err)
+	}
+	if env.Body == nil {
+		if legacy == nil {
+			return bad(false, errors.New("no body"))
+		}
+		if err := legacy(data); err != nil {
+			var se *Error
+			if errors.As(err, &se) {
+				return err
+			}
+			return bad(false, err)
+		}
+		return nil
+	}
+	var strict struct {
+		Format  json.RawMessage `json:"format"`
+		Version json.RawMessage `json:"version"`
+		CRC     json.RawMessage `json:"crc32c"`
+		Body    json.RawMessage `json:"body"`
+	}
+	if err := DecodeStrict(data, &strict); err != nil {
+		return bad(false, err)
+	}
+	var format string
+	var version int
+	var crc uint32
+	if err := json.Unmarshal(env.Format, &format); err != nil {
+		return bad(false, fmt.Errorf("format: %w", err))
+	}
+	if err := json.Unmarshal(env.Version, &version); err != nil {
+		return bad(false, fmt.Errorf("version: %w", err))
+	}
+	switch {
+	case format != s.Format:
+		return bad(false, fmt.Errorf("format %q, want %q", format, s.Format))
+	case version != s.Version:
+		return bad(false, fmt.Errorf("version %d, this walshadow reads version %d", version, s.Version))
+	}
+	if err := json.Unmarshal(env.CRC, &crc); err != nil {
+		return bad(false, fmt.Errorf("crc32c: %w", err))
+	}
+	if sum := CRC(*env.Body); sum != crc {
+		return bad(false, fmt.Errorf("checksum mismatch: crc32c %d, the body sums to %d", crc, sum))
+	}
+	if err := DecodeStrict(*env.Body, body); err != nil {
+		return bad(false, fmt.Errorf("body: %w", err))
+	}
+	return nil
+}
+
+// DecodeStrict decodes one JSON document into v, refusing unknown fields
+// and trailing data: what a legacy reader uses on a file's old form.
+func DecodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+// IsCutShort reports whether err, from decoding data as JSON, means the
+// document (an object) ends before it is complete, every byte valid so
+// far: a file truncated rather than damaged.
+func IsCutShort(data []byte, err error) bool {
+	var syntax *json.SyntaxError
+	content := bytes.TrimRight(data, " \t\r\n")
+	return bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), []byte("{")) &&
+		errors.As(err, &syntax) && syntax.Offset >= int64(len(content))
+}
