@@ -38,7 +38,7 @@ type OutputDir string
 
 func (d OutputDir) join(name string) string { return filepath.Join(string(d), name) }
 
-func (d OutputDir) Written() string  { return d.join("written.json") }
-func (d OutputDir) Loads() string    { return d.join("loads.json") }
-func (d OutputDir) Baseline() string { return d.join("baseline.json") }
+func (d OutputDir) Written() string   { return d.join("written.json") }
+func (d OutputDir) Loads() string     { return d.join("loads.json") }
+func (d OutputDir) Baseline() string  { return d.join("baseline.json") }
 func (d OutputDir) LoadSpill() string { return d.join("load-spill") }
