@@ -17,6 +17,7 @@ import (
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/spool"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -260,7 +261,7 @@ func TestStatusCorruptManifest(t *testing.T) {
 	if code != exitFatal {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitFatal, out)
 	}
-	var me *session.ManifestError
+	var me *statefile.Error
 	_, rerr := session.ReadManifest(stateDir)
 	if !errors.As(rerr, &me) {
 		t.Fatalf("the test's manifest is not corrupt: %v", rerr)

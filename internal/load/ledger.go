@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -88,7 +87,7 @@ type Entry struct {
 
 // LedgerFile is the ledger's name in the state directory; the format is
 // drawn in the package documentation.
-const LedgerFile = "loads.json"
+const LedgerFile = statefile.LoadsName
 
 // ledgerSpec is the ledger's state-file envelope (version 1 was the same
 // entries in a flat document of its own, read once for upgrade).
@@ -110,7 +109,7 @@ type Ledger struct {
 // ledger; a file that cannot be trusted gives a *statefile.Error (truncated
 // or corrupt).
 func OpenLedger(dir string) (*Ledger, error) {
-	path := filepath.Join(dir, LedgerFile)
+	path := statefile.OutputDir(dir).Loads()
 	l := &Ledger{path: path, entries: map[uint32]Entry{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

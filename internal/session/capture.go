@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-func (s *Session) descLogDir() string { return filepath.Join(s.cfg.StateDir, "desclog") }
+func (s *Session) descLogDir() string { return statefile.StateDir(s.cfg.StateDir).DescLog() }
 
 // DescLog is the session's descriptor log (nil before Start).
 func (s *Session) DescLog() *desclog.Log {

@@ -1,59 +1,54 @@
 package session
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/walshadow/walshadow/internal/fsutil"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// ManifestFile is the session's durable progress in the state directory:
+// ManifestFile is the session's durable progress in the state directory
+// (statefile.StateDir.Manifest), a state file in internal/statefile's
+// envelope (format "walshadow-manifest", version 3):
 //
-//	{
-//	  "format": "walshadow-manifest",
-//	  "version": 2,
+//	"body": {
 //	  "system_id": "7445501238329857311",   source identity (decimal: JSON numbers lose 64-bit precision)
 //	  "timeline": 1,
 //	  "server_version_num": 150018,
 //	  "wal_segment_size": 16777216,
-//	  "received_lsn": "0/5A3F1C8",          next byte received from the source
-//	  "filtered_durable_lsn": "0/5000000",  filtered WAL durable in the archive (whole segments)
-//	  "shadow_replay_lsn": "0/5A3F0B0",     the shadow's replay position
-//	  "delivered_lsn": "0/5A3E9E0",         every transaction committed at or before it is acknowledged downstream
-//	  "floor_lsn": "0/5A3E100",             nothing before it is needed again
-//	  "restart_lsn": "0/5000000",           the floor's segment start: where a restart streams from
-//	  "updated_at": "2026-11-30T14:02:03.5Z",
-//	  "crc32c": 3735928559
+//	  "received_lsn": "0/05A3F1C8",         next byte received from the source
+//	  "filtered_durable_lsn": "0/05000000", filtered WAL durable in the archive (whole segments)
+//	  "shadow_replay_lsn": "0/05A3F0B0",    the shadow's replay position
+//	  "delivered_lsn": "0/05A3E9E0",        every transaction committed at or before it is acknowledged downstream
+//	  "floor_lsn": "0/05A3E100",            nothing before it is needed again
+//	  "restart_lsn": "0/05000000",          the floor's segment start: where a restart streams from
+//	  "updated_at": "2026-11-30T14:02:03.5Z"
 //	}
 //
-// It is rewritten atomically (temporary file, fsync, rename, directory
-// fsync). crc32c is CRC-32C (Castagnoli) of the file's JSON encoding with
-// crc32c set to 0, so a torn or hand-edited file is refused rather than
-// trusted. floor_lsn and restart_lsn never move backwards. With
-// spool.release_slot delivered the flush position reported to the
-// replication slot is never above the stored floor, so the source keeps
-// every byte a restart needs; with spooled it is the spool's durable end,
-// and the spool (state_dir/spool) holds those bytes instead. A start
-// against a source with another system identifier or timeline is refused.
+// It is rewritten atomically; a torn or hand-edited file is refused
+// (*statefile.Error) rather than trusted. floor_lsn and restart_lsn never
+// move backwards. With spool.release_slot delivered the flush position
+// reported to the replication slot is never above the stored floor, so the
+// source keeps every byte a restart needs; with spooled it is the spool's
+// durable end, and the spool (state_dir/spool) holds those bytes instead.
+// A start against a source with another system identifier or timeline is
+// refused.
 //
-// Version 1 of this state was progress.json (identity, resume and
-// delivered LSNs only); it is read when no manifest exists and removed
-// once the manifest is written.
-const ManifestFile = "manifest.json"
+// Earlier forms are read once, and the next write replaces them: version
+// 2 had the same fields flat beside "format", "version" and "crc32c" (the
+// CRC-32C of its compact encoding with crc32c 0); version 1 was
+// progress.json (identity, resume and delivered LSNs only), read when no
+// manifest exists and removed once the manifest is written.
+const ManifestFile = statefile.ManifestName
 
-const (
-	manifestFormat  = "walshadow-manifest"
-	manifestVersion = 2
-	legacyProgress  = "progress.json"
-)
+var manifestSpec = statefile.Spec{Format: "walshadow-manifest", Version: 3,
+	Remedy: "restore it from a backup of the state directory, or move the state directory aside and start with a fresh state_dir (the shadow is bootstrapped again)"}
 
 // Manifest is the durable progress of a session.
 type Manifest struct {
@@ -70,8 +65,24 @@ type Manifest struct {
 	UpdatedAt        time.Time
 }
 
-// manifestJSON is the on-disk form (LSNs as PostgreSQL writes them).
-type manifestJSON struct {
+// manifestBody is the envelope's body (LSNs as PostgreSQL writes them).
+type manifestBody struct {
+	SystemID         string `json:"system_id"`
+	Timeline         uint32 `json:"timeline"`
+	ServerVersionNum int    `json:"server_version_num,omitempty"`
+	WALSegmentSize   int    `json:"wal_segment_size,omitempty"`
+	Received         string `json:"received_lsn"`
+	FilteredDurable  string `json:"filtered_durable_lsn"`
+	ShadowReplay     string `json:"shadow_replay_lsn"`
+	Delivered        string `json:"delivered_lsn"`
+	Floor            string `json:"floor_lsn"`
+	Restart          string `json:"restart_lsn"`
+	UpdatedAt        string `json:"updated_at"`
+}
+
+// manifestV2 is version 2's form: the body's fields flat, beside the
+// format, version and checksum.
+type manifestV2 struct {
 	Format           string `json:"format"`
 	Version          int    `json:"version"`
 	SystemID         string `json:"system_id"`
@@ -88,55 +99,56 @@ type manifestJSON struct {
 	CRC              uint32 `json:"crc32c"`
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func (j manifestJSON) checksum() uint32 {
+func (j manifestV2) checksum() uint32 {
 	j.CRC = 0
 	b, _ := json.Marshal(j)
-	return crc32.Checksum(b, castagnoli)
+	return statefile.CRC(b)
 }
 
-// ManifestError is a manifest that cannot be trusted: its path, what is
-// wrong, and what to do.
-type ManifestError struct {
-	Path   string
-	Reason string
+// readManifestV2 reads version 2's file into body.
+func readManifestV2(data []byte, body *manifestBody) error {
+	var j manifestV2
+	if err := statefile.DecodeStrict(data, &j); err != nil {
+		return fmt.Errorf("not a manifest: %w", err)
+	}
+	switch {
+	case j.Format != manifestSpec.Format:
+		return fmt.Errorf("format %q, want %q", j.Format, manifestSpec.Format)
+	case j.Version != 2:
+		return fmt.Errorf("version %d, this walshadow reads version %d (or 2, before the envelope)", j.Version, manifestSpec.Version)
+	}
+	if sum := j.checksum(); sum != j.CRC {
+		return fmt.Errorf("checksum %d, contents sum to %d", j.CRC, sum)
+	}
+	*body = manifestBody{SystemID: j.SystemID, Timeline: j.Timeline, ServerVersionNum: j.ServerVersionNum,
+		WALSegmentSize: j.WALSegmentSize, Received: j.Received, FilteredDurable: j.FilteredDurable,
+		ShadowReplay: j.ShadowReplay, Delivered: j.Delivered, Floor: j.Floor, Restart: j.Restart, UpdatedAt: j.UpdatedAt}
+	return nil
 }
 
-func (e *ManifestError) Error() string {
-	return fmt.Sprintf("%s is corrupt (%s): restore it from a backup of the state directory, or move the state directory aside and start with a fresh state_dir (the shadow is bootstrapped again)", e.Path, e.Reason)
+// corruptManifest is a manifest refused for reason.
+func corruptManifest(path, reason string) error {
+	return &statefile.Error{Path: path, Err: errors.New(reason), Remedy: manifestSpec.Remedy}
 }
 
 // ReadManifest reads the manifest of a state directory (or, for a state
 // directory written before it existed, its progress.json). A directory
-// that holds neither gives (nil, nil): a fresh start.
+// that holds neither gives (nil, nil): a fresh start. A manifest that
+// cannot be trusted is a *statefile.Error.
 func ReadManifest(stateDir string) (*Manifest, error) {
-	path := filepath.Join(stateDir, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return readLegacyProgress(stateDir)
+	dir := statefile.StateDir(stateDir)
+	path := dir.Manifest()
+	var j manifestBody
+	err := manifestSpec.Read(path, &j, func(data []byte) error { return readManifestV2(data, &j) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return readLegacyProgress(dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	var j manifestJSON
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("not a manifest: %v", err)}
-	}
-	if j.Format != manifestFormat {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("format %q, want %q", j.Format, manifestFormat)}
-	}
-	if j.Version != manifestVersion {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("version %d, this walshadow reads version %d", j.Version, manifestVersion)}
-	}
-	if sum := j.checksum(); sum != j.CRC {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("checksum %d, contents sum to %d", j.CRC, sum)}
+		return nil, err
 	}
 	m := &Manifest{Timeline: j.Timeline, ServerVersionNum: j.ServerVersionNum, WALSegmentSize: j.WALSegmentSize}
 	if m.SystemID, err = strconv.ParseUint(j.SystemID, 10, 64); err != nil {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("system_id %q", j.SystemID)}
+		return nil, corruptManifest(path, fmt.Sprintf("system_id %q", j.SystemID))
 	}
 	for _, f := range []struct {
 		name string
@@ -151,21 +163,21 @@ func ReadManifest(stateDir string) (*Manifest, error) {
 		{"restart_lsn", j.Restart, &m.Restart},
 	} {
 		if *f.into, err = wal.ParseLSN(f.text); err != nil {
-			return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("%s %q", f.name, f.text)}
+			return nil, corruptManifest(path, fmt.Sprintf("%s %q", f.name, f.text))
 		}
 	}
 	if m.UpdatedAt, err = time.Parse(time.RFC3339Nano, j.UpdatedAt); err != nil {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("updated_at %q", j.UpdatedAt)}
+		return nil, corruptManifest(path, fmt.Sprintf("updated_at %q", j.UpdatedAt))
 	}
 	if m.Restart > m.Floor {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("restart_lsn %s is past floor_lsn %s", m.Restart, m.Floor)}
+		return nil, corruptManifest(path, fmt.Sprintf("restart_lsn %s is past floor_lsn %s", m.Restart, m.Floor))
 	}
 	return m, nil
 }
 
 // readLegacyProgress reads the version-1 state file, progress.json.
-func readLegacyProgress(stateDir string) (*Manifest, error) {
-	path := filepath.Join(stateDir, legacyProgress)
+func readLegacyProgress(dir statefile.StateDir) (*Manifest, error) {
+	path := dir.LegacyProgress()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -182,25 +194,25 @@ func readLegacyProgress(stateDir string) (*Manifest, error) {
 		CRC       uint32 `json:"crc"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &ManifestError{Path: path, Reason: err.Error()}
+		return nil, corruptManifest(path, err.Error())
 	}
 	crc := p.CRC
 	p.CRC = 0
 	enc, _ := json.Marshal(p)
-	if p.Version != 1 || crc32.Checksum(enc, castagnoli) != crc {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("version %d, checksum mismatch", p.Version)}
+	if p.Version != 1 || statefile.CRC(enc) != crc {
+		return nil, corruptManifest(path, fmt.Sprintf("version %d, checksum mismatch", p.Version))
 	}
 	m := &Manifest{Timeline: p.Timeline}
 	if m.SystemID, err = strconv.ParseUint(p.SystemID, 10, 64); err != nil {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("system_id %q", p.SystemID)}
+		return nil, corruptManifest(path, fmt.Sprintf("system_id %q", p.SystemID))
 	}
 	if m.Restart, err = wal.ParseLSN(p.Resume); err != nil {
-		return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("resume_lsn %q", p.Resume)}
+		return nil, corruptManifest(path, fmt.Sprintf("resume_lsn %q", p.Resume))
 	}
 	m.Floor = m.Restart
 	if p.Delivered != "" {
 		if m.Delivered, err = wal.ParseLSN(p.Delivered); err != nil {
-			return nil, &ManifestError{Path: path, Reason: fmt.Sprintf("delivered_lsn %q", p.Delivered)}
+			return nil, corruptManifest(path, fmt.Sprintf("delivered_lsn %q", p.Delivered))
 		}
 	}
 	return m, nil
@@ -209,8 +221,8 @@ func readLegacyProgress(stateDir string) (*Manifest, error) {
 // WriteManifest writes the manifest atomically and removes a version-1
 // progress.json it replaces.
 func WriteManifest(stateDir string, m Manifest) error {
-	j := manifestJSON{
-		Format: manifestFormat, Version: manifestVersion,
+	dir := statefile.StateDir(stateDir)
+	body := manifestBody{
 		SystemID: strconv.FormatUint(m.SystemID, 10), Timeline: m.Timeline,
 		ServerVersionNum: m.ServerVersionNum, WALSegmentSize: m.WALSegmentSize,
 		Received: m.Received.String(), FilteredDurable: m.FilteredDurable.String(),
@@ -218,16 +230,11 @@ func WriteManifest(stateDir string, m Manifest) error {
 		Floor: m.Floor.String(), Restart: m.Restart.String(),
 		UpdatedAt: m.UpdatedAt.UTC().Format(time.RFC3339Nano),
 	}
-	j.CRC = j.checksum()
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
+	if err := manifestSpec.Write(dir.Manifest(), body); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(stateDir, ManifestFile), append(b, '\n'), 0o600, nil); err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Join(stateDir, ManifestFile), err)
-	}
-	if err := os.Remove(filepath.Join(stateDir, legacyProgress)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the replaced %s: %w", legacyProgress, err)
+	if err := os.Remove(dir.LegacyProgress()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the replaced %s: %w", dir.LegacyProgress(), err)
 	}
 	return nil
 }

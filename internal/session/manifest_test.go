@@ -2,11 +2,14 @@ package session
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walshadow/walshadow/internal/statefile"
 )
 
 func TestManifestRoundTripAndCorruption(t *testing.T) {
@@ -52,7 +55,7 @@ func TestManifestRoundTripAndCorruption(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := ReadManifest(dir)
-		var me *ManifestError
+		var me *statefile.Error
 		if !errors.As(err, &me) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "fresh state_dir") {
 			t.Errorf("%s manifest: %v", name, err)
 		}
@@ -72,7 +75,7 @@ func TestManifestReadsLegacyProgress(t *testing.T) {
   "crc": 1741265422
 }
 `
-	if err := os.WriteFile(filepath.Join(dir, legacyProgress), []byte(legacy), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "progress.json"), []byte(legacy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m, err := ReadManifest(dir)
@@ -86,14 +89,73 @@ func TestManifestReadsLegacyProgress(t *testing.T) {
 	if err := WriteManifest(dir, *m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, legacyProgress)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "progress.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("progress.json left behind: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, legacyProgress), []byte(strings.Replace(legacy, "0/03000000", "0/04000000", 1)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "progress.json"), []byte(strings.Replace(legacy, "0/03000000", "0/04000000", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(dir, ManifestFile))
-	if _, err := ReadManifest(dir); err == nil || !strings.Contains(err.Error(), legacyProgress) {
+	if _, err := ReadManifest(dir); err == nil || !strings.Contains(err.Error(), "progress.json") {
 		t.Fatalf("edited progress.json accepted: %v", err)
 	}
 }
+
+// TestManifestGoldenAndVersion2: the manifest byte for byte
+// (testdata/manifest_v3.json, -update rewrites it), and a version 2 file
+// (testdata/manifest_v2.json, as the code before the envelope wrote it)
+// read to the same progress and rewritten in the envelope by the next
+// write.
+func TestManifestGoldenAndVersion2(t *testing.T) {
+	want := Manifest{
+		SystemID: 7713829067568455522, Timeline: 1, ServerVersionNum: 150018, WALSegmentSize: 16 << 20,
+		Received: 0x5A3F1C8, FilteredDurable: 0x5000000, ShadowReplay: 0x5A3F0B0,
+		Delivered: 0x5A3E9E0, Floor: 0x5A3E100, Restart: 0x5000000,
+		UpdatedAt: time.Date(2026, 11, 30, 14, 2, 3, 500_000_000, time.UTC),
+	}
+	dir := t.TempDir()
+	if err := WriteManifest(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "manifest_v3.json")
+	if *updateManifestGolden {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, err := os.ReadFile(golden); err != nil || string(w) != string(got) {
+		t.Errorf("manifest:\n%s\nwant (%s, %v):\n%s", got, golden, err, w)
+	}
+
+	v2, err := os.ReadFile(filepath.Join("testdata", "manifest_v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := t.TempDir()
+	if err := os.WriteFile(filepath.Join(old, ManifestFile), v2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(old)
+	if err != nil || *m != want {
+		t.Fatalf("version 2 manifest: %+v, %v; want %+v", m, err, want)
+	}
+	if err := WriteManifest(old, *m); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(old, ManifestFile)); string(again) != string(got) {
+		t.Errorf("version 2 manifest not rewritten in the envelope:\n%s", again)
+	}
+	edited := []byte(strings.Replace(string(v2), "0/05A3E9E0", "0/05A3E9E8", 1))
+	if err := os.WriteFile(filepath.Join(old, ManifestFile), edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadManifest(old); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("edited version 2 manifest: %v, want a checksum refusal", err)
+	}
+}
+
+var updateManifestGolden = flag.Bool("update", false, "rewrite the golden files")

@@ -36,6 +36,7 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/filter"
 	"github.com/walshadow/walshadow/internal/preflight"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
@@ -150,8 +151,8 @@ func New(cfg config.Session, logger *service.Logger, metrics *service.Metrics) *
 }
 
 // Dirs of the state directory.
-func (s *Session) shadowDir() string  { return filepath.Join(s.cfg.StateDir, "shadow") }
-func (s *Session) archiveDir() string { return filepath.Join(s.cfg.StateDir, "archive") }
+func (s *Session) shadowDir() string  { return statefile.StateDir(s.cfg.StateDir).Shadow() }
+func (s *Session) archiveDir() string { return statefile.StateDir(s.cfg.StateDir).Archive() }
 func (s *Session) runDir() string     { return filepath.Join(s.cfg.StateDir, "run") }
 func (s *Session) spillDir() string   { return filepath.Join(s.cfg.StateDir, "spill") }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -27,7 +27,7 @@ const spoolSyncBytes = 8 << 20
 // status_interval), so the source's slot releases WAL promptly.
 const spoolStatusBytes = 8 << 20
 
-func (s *Session) spoolDir() string { return filepath.Join(s.cfg.StateDir, "spool") }
+func (s *Session) spoolDir() string { return statefile.StateDir(s.cfg.StateDir).Spool() }
 
 // spoolMaxBytes is spool.max_bytes (its default when unset).
 func (s *Session) spoolMaxBytes() int64 {

@@ -2,6 +2,14 @@ package statefile
 
 import "path/filepath"
 
+// The state files' names, for the packages that own them.
+const (
+	ManifestName = "manifest.json"
+	WrittenName  = "written.json"
+	LoadsName    = "loads.json"
+	BaselineName = "baseline.json"
+)
+
 // StateDir is a session's state directory (the walshadow resource's
 // state_dir). Every path in it comes from here:
 //
@@ -18,7 +26,7 @@ type StateDir string
 
 func (d StateDir) join(name string) string { return filepath.Join(string(d), name) }
 
-func (d StateDir) Manifest() string       { return d.join("manifest.json") }
+func (d StateDir) Manifest() string       { return d.join(ManifestName) }
 func (d StateDir) LegacyProgress() string { return d.join("progress.json") }
 func (d StateDir) Spool() string          { return d.join("spool") }
 func (d StateDir) Archive() string        { return d.join("archive") }
@@ -38,7 +46,7 @@ type OutputDir string
 
 func (d OutputDir) join(name string) string { return filepath.Join(string(d), name) }
 
-func (d OutputDir) Written() string   { return d.join("written.json") }
-func (d OutputDir) Loads() string     { return d.join("loads.json") }
-func (d OutputDir) Baseline() string  { return d.join("baseline.json") }
+func (d OutputDir) Written() string   { return d.join(WrittenName) }
+func (d OutputDir) Loads() string     { return d.join(LoadsName) }
+func (d OutputDir) Baseline() string  { return d.join(BaselineName) }
 func (d OutputDir) LoadSpill() string { return d.join("load-spill") }

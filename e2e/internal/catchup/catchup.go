@@ -6,13 +6,13 @@ package catchup
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -89,7 +89,7 @@ func WaitLoads(t testing.TB, c *testrig.Child, stateDir string, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	for {
 		var pending []string
-		ledger, err := load.OpenLedger(filepath.Join(stateDir, "clickhouse"))
+		ledger, err := load.OpenLedger(string(statefile.StateDir(stateDir).Output()))
 		if err == nil {
 			for _, e := range ledger.All() {
 				if e.Phase != load.PhaseDone {
