@@ -12,16 +12,19 @@ import (
 	"strconv"
 
 	"github.com/walshadow/walshadow/internal/fsutil"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
-// markerVersion is the layout of CompleteMarker's JSON.
-const markerVersion = 1
+// markerSpec is CompleteMarker's state-file envelope. Version 1 was the
+// body's fields beside "version": 1, without a checksum; it is read as it
+// is (a shadow is bootstrapped once, so it is not rewritten).
+var markerSpec = statefile.Spec{Format: "walshadow-shadow-bootstrap", Version: 2,
+	Remedy: "delete the shadow directory to bootstrap the shadow again"}
 
-// markerJSON is CompleteMarker's content. LSNs are text and the system id a
+// markerJSON is CompleteMarker's body. LSNs are text and the system id a
 // decimal string: JSON numbers lose 64-bit precision.
 type markerJSON struct {
-	Version           int                `json:"version"`
 	StartLSN          string             `json:"start_lsn"`
 	EndLSN            string             `json:"end_lsn"`
 	WALEnd            string             `json:"wal_end"`
@@ -42,13 +45,18 @@ type markerJSON struct {
 // directory that is not a walshadow shadow) is refused with an error naming
 // it and the remedy.
 func ReadBootstrapResult(dir string) (*BootstrapResult, error) {
-	b, err := os.ReadFile(filepath.Join(dir, CompleteMarker))
+	var m markerJSON
+	err := markerSpec.Read(filepath.Join(dir, CompleteMarker), &m, func(data []byte) error { return decodeMarkerV1(data, &m) })
 	if err == nil {
-		res, perr := decodeMarker(b)
+		res, perr := resultOf(&m)
 		if perr != nil {
-			return nil, fmt.Errorf("shadow directory %s: %s is corrupt (%v): delete the directory to bootstrap again", dir, CompleteMarker, perr)
+			return nil, &statefile.Error{Path: filepath.Join(dir, CompleteMarker), Err: perr, Remedy: markerSpec.Remedy}
 		}
 		return res, nil
+	}
+	var se *statefile.Error
+	if errors.As(err, &se) {
+		return nil, err
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("shadow directory %s: reading %s: %w", dir, CompleteMarker, err)
@@ -78,14 +86,25 @@ func exists(path string) bool {
 	return err == nil
 }
 
-func decodeMarker(b []byte) (*BootstrapResult, error) {
-	var m markerJSON
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
+// decodeMarkerV1 reads the marker's first form (its fields beside
+// "version": 1) into m.
+func decodeMarkerV1(b []byte, m *markerJSON) error {
+	var v1 struct {
+		Version int `json:"version"`
+		markerJSON
 	}
-	if m.Version != markerVersion {
-		return nil, fmt.Errorf("version %d, want %d", m.Version, markerVersion)
+	if err := json.Unmarshal(b, &v1); err != nil {
+		return err
 	}
+	if v1.Version != 1 {
+		return fmt.Errorf("version %d, want 1 or the %s envelope", v1.Version, markerSpec.Format)
+	}
+	*m = v1.markerJSON
+	return nil
+}
+
+// resultOf converts the marker's body.
+func resultOf(m *markerJSON) (*BootstrapResult, error) {
 	res := &BootstrapResult{
 		Timeline: m.Timeline, WALSegmentSize: m.WALSegmentSize, ServerVersionNum: m.ServerVersionNum,
 		FollowedDBOID: m.FollowedDBOID, SuperUser: m.SuperUser, RelocatedCatalogs: m.RelocatedCatalogs,
@@ -106,17 +125,13 @@ func decodeMarker(b []byte) (*BootstrapResult, error) {
 // marker: from here on the directory is resumed, never rebuilt.
 func writeCompleteMarker(dir string, owner *osUser, res *BootstrapResult) error {
 	m := markerJSON{
-		Version: markerVersion, StartLSN: res.StartLSN.String(), EndLSN: res.EndLSN.String(),
+		StartLSN: res.StartLSN.String(), EndLSN: res.EndLSN.String(),
 		WALEnd: res.WALEnd.String(), Timeline: res.Timeline, SystemID: strconv.FormatUint(res.SystemID, 10),
 		WALSegmentSize: res.WALSegmentSize, ServerVersionNum: res.ServerVersionNum,
 		FollowedDBOID: res.FollowedDBOID, SuperUser: res.SuperUser,
 		RelocatedCatalogs: res.RelocatedCatalogs, Tablespaces: res.Tablespaces, Stats: res.Stats,
 	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, CompleteMarker), append(b, '\n'), 0o600, owner.chown); err != nil {
+	if err := markerSpec.WriteWith(filepath.Join(dir, CompleteMarker), m, owner.chown); err != nil {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, IncompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -3,6 +3,7 @@ package shadow
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,40 @@ func TestCompletedDirectoryIsResumed(t *testing.T) {
 		t.Errorf("round trip:\ngot  %+v\nwant %+v", g, w)
 	}
 
+	// The marker byte for byte (testdata/bootstrap_complete_v2.json), and
+	// its first form (testdata/bootstrap_complete_v1.json, fields beside
+	// "version": 1, no checksum) read to the same result.
+	written, err := os.ReadFile(filepath.Join(dir, CompleteMarker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "bootstrap_complete_v2.json")
+	if *updateMarkerGolden {
+		if err := os.WriteFile(golden, written, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, err := os.ReadFile(golden); err != nil || string(w) != string(written) {
+		t.Errorf("%s:\n%s\nwant (%v):\n%s", CompleteMarker, written, err, w)
+	}
+	v1, err := os.ReadFile(filepath.Join("testdata", "bootstrap_complete_v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := t.TempDir()
+	if err := os.WriteFile(filepath.Join(old, CompleteMarker), v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := ReadBootstrapResult(old); err != nil || g.SystemID != want.SystemID || g.WALEnd != want.WALEnd || g.Stats != want.Stats {
+		t.Errorf("version 1 marker: %+v, %v", g, err)
+	}
+	if err := os.WriteFile(filepath.Join(old, CompleteMarker), []byte(strings.Replace(string(written), "postgres", "postgreS", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadBootstrapResult(old); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("edited marker: %v, want a checksum refusal", err)
+	}
+
 	// A corrupt marker is refused, not trusted.
 	if err := os.WriteFile(filepath.Join(dir, CompleteMarker), []byte(`{"version":1,"start_lsn":"x"}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -127,3 +162,5 @@ func writeLayout(t *testing.T, dir string, files []string) {
 		}
 	}
 }
+
+var updateMarkerGolden = flag.Bool("update-marker", false, "rewrite testdata/bootstrap_complete_v2.json")

@@ -98,12 +98,16 @@ func (s Spec) Encode(body any) ([]byte, error) {
 }
 
 // Write replaces path with body in s's envelope, atomically (mode 0600).
-func (s Spec) Write(path string, body any) error {
+func (s Spec) Write(path string, body any) error { return s.WriteWith(path, body, nil) }
+
+// WriteWith is Write calling beforeRename on the temporary file before it
+// takes path's place (to hand it to another owner, say).
+func (s Spec) WriteWith(path string, body any, beforeRename func(tmp string) error) error {
 	b, err := s.Encode(body)
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(path, b, 0o600, nil)
+	return fsutil.WriteFileAtomic(path, b, 0o600, beforeRename)
 }
 
 // Read decodes path's body into body. No file: an error satisfying
