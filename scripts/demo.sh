@@ -24,7 +24,8 @@ ch_tcp=${WALSHADOW_DEMO_CH_PORT:-19000}
 ch_http=${WALSHADOW_DEMO_CH_HTTP_PORT:-18123}
 http_port=${WALSHADOW_DEMO_HTTP_PORT:-14195}
 ch_db=walshadow_demo
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# (From /: the checkout may be a directory the postgres user cannot enter.)
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 stop_pid() { # stop_pid <pidfile>
   if [ -f "$1" ]; then

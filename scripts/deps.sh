@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages walshadow's tests and demo need, when missing:
-# PostgreSQL 15 (server, contrib, headers for pgext) and ClickHouse.
+# PostgreSQL 15 (server, contrib, headers for pgext), ClickHouse, and curl
+# (the demo talks to ClickHouse's HTTP interface).
 set -euo pipefail
-want=(postgresql-15 postgresql-server-dev-15 clickhouse-server clickhouse-client)
+want=(postgresql-15 postgresql-server-dev-15 clickhouse-server clickhouse-client curl)
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
