@@ -16,9 +16,9 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/load/pagewalk"
+	"github.com/walshadow/walshadow/internal/render"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/wal"
-	"github.com/walshadow/walshadow/processor"
 )
 
 // startBackupPass loads tables from one BASE_BACKUP of the source: the
@@ -401,7 +401,7 @@ func (l *loader) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*bac
 
 // insertWalked renders and converts walked rows into the staging table.
 func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode.RowChange, s wal.LSN) (n, bytes int64, err error) {
-	if _, err := processor.RenderPending(ctx, l.o.sess.Bridge(), rows); err != nil {
+	if _, err := render.Pending(ctx, l.o.sess.Bridge(), rows); err != nil {
 		return 0, 0, fmt.Errorf("initial load of %s: %w", describeLoad(t.e), err)
 	}
 	ts := t.ts

@@ -8,11 +8,10 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
-	"github.com/walshadow/walshadow/input"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/msg"
-	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/render"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -145,7 +144,7 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *ms
 	}
 	p.txMeta = txMeta{topXID: xid, commitLSN: pos.commitLSN, commitNext: pos.commitNext, commitTime: r.Tx.CommitTime,
 		tx: r.Tx, commitLSNText: pos.commitLSN.String()}
-	if _, ok := m.MetaGetMut(input.MetaBoundary); ok {
+	if _, ok := m.MetaGetMut(msg.KeyBoundary); ok {
 		start := time.Now()
 		events, err := p.sess.BoundaryEvents(ctx, pos.next)
 		if err != nil {
@@ -239,7 +238,7 @@ func identityName(c byte) string {
 // fails its table (failRows); the bridge failing as a whole is an error.
 func (p *decodeProcessor) renderPending(ctx context.Context, out *batchOut) error {
 	var failed []rowFailure
-	n, err := renderPending(ctx, p.sess.Bridge(), out.rows, func(row int, err error) {
+	n, err := render.PendingOrFail(ctx, p.sess.Bridge(), out.rows, func(row int, err error) {
 		failed = append(failed, rowFailure{row, err})
 	})
 	p.m.bridgeValues.Incr(int64(n))
@@ -313,73 +312,4 @@ func (p *decodeProcessor) failRows(out *batchOut, failed []rowFailure) {
 	for i := range out.events {
 		out.events[i].before = newPos[out.events[i].before]
 	}
-}
-
-// RenderPending renders, through the shadow's bridge, every value of rows
-// walshadow does not decode itself (Field.Pending): one round trip per
-// chunk of values, not per value. It returns how many it rendered. A value
-// whose output function fails is an error.
-func RenderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.RowChange) (int, error) {
-	return renderPending(ctx, bridge, rows, nil)
-}
-
-// renderPending is RenderPending; with onFail set, a value whose output
-// function failed goes to onFail (its row, an error naming the LSN,
-// relation and column) instead, and the other values still render.
-func renderPending(ctx context.Context, bridge *shadow.Bridge, rows []decode.RowChange, onFail func(row int, err error)) (int, error) {
-	const maxItems, maxBytes = 4096, 16 << 20
-	type ref struct{ row, field int }
-	var items []shadow.DecodeItem
-	var refs []ref
-	size, rendered := 0, 0
-	flush := func() error {
-		if len(items) == 0 {
-			return nil
-		}
-		r0 := refs[0]
-		if bridge == nil {
-			return fmt.Errorf("%s: %w", describeField(&rows[r0.row], r0.field), errNoBridge)
-		}
-		texts, err := bridge.Decode(ctx, items)
-		if err != nil {
-			return fmt.Errorf("rendering %d values through the shadow's bridge (first: %s): %w", len(items), describeField(&rows[r0.row], r0.field), err)
-		}
-		for i, r := range refs {
-			if texts[i].Err != "" {
-				err := fmt.Errorf("%s: the type's output function failed: %s", describeField(&rows[r.row], r.field), texts[i].Err)
-				if onFail == nil {
-					return err
-				}
-				onFail(r.row, err)
-				continue
-			}
-			f := &rows[r.row].Fields[r.field]
-			f.Value, f.Pending = texts[i].Text, false
-		}
-		rendered += len(items)
-		items, refs, size = items[:0], refs[:0], 0
-		return nil
-	}
-	for i := range rows {
-		for j := range rows[i].Fields {
-			f := &rows[i].Fields[j]
-			if !f.Pending || f.Null || f.Omitted {
-				continue
-			}
-			items = append(items, shadow.DecodeItem{TypeOid: f.Col.TypeOid, Data: f.Raw})
-			refs = append(refs, ref{i, j})
-			size += len(f.Raw)
-			if len(items) >= maxItems || size >= maxBytes {
-				if err := flush(); err != nil {
-					return rendered, err
-				}
-			}
-		}
-	}
-	return rendered, flush()
-}
-
-func describeField(r *decode.RowChange, i int) string {
-	f := &r.Fields[i]
-	return fmt.Sprintf("LSN %s, relation %s.%s (oid %d), column %q (type %s)", r.LSN, r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, f.Col.Name, f.Col.TypeName)
 }

@@ -1,8 +1,6 @@
 package processor
 
 import (
-	"errors"
-
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/decode"
@@ -372,5 +370,3 @@ func diffPayload(d desclog.SchemaDiff, now, prev *desclog.Descriptor) map[string
 	}
 	return out
 }
-
-var errNoBridge = errors.New("this type is rendered by the shadow's bridge, which is not configured: set shadow.bridge_library_dir on the walshadow resource (build it with make -C pgext)")

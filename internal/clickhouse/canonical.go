@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/rowmodel"
+	"github.com/walshadow/walshadow/internal/pgfloat"
 )
 
 // CanonicalText renders v, a value clickhouse-go scanned from column spec
@@ -87,9 +87,9 @@ func canonicalValue(src desclog.Column, oid uint32, t ColumnType, v any) (string
 	case ReprFloat:
 		switch x := v.(type) {
 		case float32:
-			return rowmodel.FormatFloat(float64(x), 32), nil
+			return pgfloat.Format(float64(x), 32), nil
 		case float64:
-			return rowmodel.FormatFloat(x, 64), nil
+			return pgfloat.Format(x, 64), nil
 		}
 	case ReprDecimal:
 		// shopspring/decimal's Decimal, without importing the driver's

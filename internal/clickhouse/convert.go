@@ -12,7 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/walshadow/walshadow/internal/rowmodel"
+	"github.com/walshadow/walshadow/internal/pgfloat"
 )
 
 // ConvertValue converts one decoded value (the walshadow_decode payload
@@ -181,9 +181,9 @@ func toStringValue(v any) (any, error) {
 	case bool:
 		return strconv.FormatBool(v), nil
 	case float64:
-		return rowmodel.FormatFloat(v, 64), nil
+		return pgfloat.Format(v, 64), nil
 	case float32:
-		return rowmodel.FormatFloat(float64(v), 32), nil
+		return pgfloat.Format(float64(v), 32), nil
 	case time.Time:
 		return nil, refuse("a time.Time has no single PostgreSQL text form (date, timestamp or timestamptz?)")
 	}

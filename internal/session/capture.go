@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 

@@ -36,10 +36,10 @@ import (
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/filter"
 	"github.com/walshadow/walshadow/internal/preflight"
-	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 	"github.com/walshadow/walshadow/internal/xact"
 )

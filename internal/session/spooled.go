@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/config"
-	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/source"
 	"github.com/walshadow/walshadow/internal/spool"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 

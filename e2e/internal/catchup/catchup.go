@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/load"
-	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/session"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
