@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/walshadow/walshadow/internal/statefile"
+	"github.com/walshadow/walshadow/internal/statefile/statefiletest"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files")
@@ -25,19 +26,8 @@ func TestWrittenGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "written.json")
-	if *updateGolden {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("written.json:\n%s\nwant (%s):\n%s", got, golden, want)
-	}
+	statefiletest.Golden(t, filepath.Join("testdata", "written.json"), got, *updateGolden)
+	want := got
 	if lsn, at, err := ReadWritten(dir); err != nil || lsn != 0x3000A28 || at.IsZero() {
 		t.Errorf("read back: %s, %v, %v", lsn, at, err)
 	}

@@ -289,63 +289,26 @@ type mappedColumnJSON struct {
 }
 
 // agreedV1 is an Agreed in version 1: agreedJSON's names but for the
-// shape and the target, which had no JSON names of their own, and "left",
-// "filenode" and "filenode_from", which were left out when zero.
+// shape and the target, which had no JSON names of their own (their Go
+// field names, which desclog.Column and Target decode as they are), and
+// "left", "filenode" and "filenode_from", which were left out when zero.
 type agreedV1 struct {
-	Oid          uint32             `json:"oid"`
-	DbOid        uint32             `json:"db_oid"`
-	Schema       string             `json:"schema"`
-	Table        string             `json:"table"`
-	ValidFrom    wal.LSN            `json:"valid_from"`
-	Shape        []shapeColumnV1    `json:"shape"`
-	KeyAttnums   []int16            `json:"key_attnums"`
-	Target       targetV1           `json:"target"`
-	Columns      []mappedColumnJSON `json:"columns"`
-	OrderBy      []string           `json:"order_by"`
-	Dropped      bool               `json:"dropped"`
-	Left         bool               `json:"left"`
-	Filenode     uint32             `json:"filenode"`
-	FilenodeFrom wal.LSN            `json:"filenode_from"`
-}
-
-// shapeColumnV1 is a desclog.Column in version 1: by its Go field names.
-type shapeColumnV1 struct {
-	Num         int16   `json:"Num"`
-	Name        string  `json:"Name"`
-	TypeOid     uint32  `json:"TypeOid"`
-	TypMod      int32   `json:"TypMod"`
-	TypeName    string  `json:"TypeName"`
-	TypeKind    byte    `json:"TypeKind"`
-	BaseTypeOid uint32  `json:"BaseTypeOid"`
-	ElemTypeOid uint32  `json:"ElemTypeOid"`
-	NotNull     bool    `json:"NotNull"`
-	Dropped     bool    `json:"Dropped"`
-	ByVal       bool    `json:"ByVal"`
-	Len         int16   `json:"Len"`
-	Align       byte    `json:"Align"`
-	Storage     byte    `json:"Storage"`
-	HasMissing  bool    `json:"HasMissing"`
-	Missing     *string `json:"Missing"`
-}
-
-// targetV1 is a Target in version 1.
-type targetV1 struct {
-	Database string `json:"Database"`
-	Table    string `json:"Table"`
+	agreedJSON
+	Shape  []desclog.Column `json:"shape"`
+	Target Target           `json:"target"`
 }
 
 // current is a version 1 agreement in the current form.
 func (a *agreedV1) current() *agreedJSON {
-	j := &agreedJSON{Oid: a.Oid, DbOid: a.DbOid, Schema: a.Schema, Table: a.Table, ValidFrom: a.ValidFrom,
-		KeyAttnums: a.KeyAttnums, Target: targetJSON(a.Target), Columns: a.Columns, OrderBy: a.OrderBy,
-		Dropped: a.Dropped, Left: a.Left, Filenode: a.Filenode, FilenodeFrom: a.FilenodeFrom}
+	j := a.agreedJSON
+	j.Target, j.Shape = targetJSON(a.Target), nil
 	if a.Shape != nil {
 		j.Shape = make([]shapeColumnJSON, len(a.Shape))
 		for i, c := range a.Shape {
 			j.Shape[i] = shapeColumnJSON(c)
 		}
 	}
-	return j
+	return &j
 }
 
 // toJSON is a on disk.

@@ -15,28 +15,11 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/statefile"
+	"github.com/walshadow/walshadow/internal/statefile/statefiletest"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
-
-// checkGolden compares got with testdata/name (rewritten under -update).
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs:\n got %s\nwant %s", path, got, want)
-	}
-}
 
 func sampleEntry(oid uint32, table string) Entry {
 	return Entry{
@@ -367,7 +350,7 @@ func TestLedgerGoldenAndUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "loads_v2.json", got)
+	statefiletest.Golden(t, filepath.Join("testdata", "loads_v2.json"), got, *update)
 
 	v1, err := os.ReadFile(filepath.Join("testdata", "loads_v1.json"))
 	if err != nil {

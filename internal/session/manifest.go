@@ -80,23 +80,13 @@ type manifestBody struct {
 	UpdatedAt        string `json:"updated_at"`
 }
 
-// manifestV2 is version 2's form: the body's fields flat, beside the
-// format, version and checksum.
+// manifestV2 is version 2's form: the body's fields flat (in the same
+// order), beside the format, version and checksum.
 type manifestV2 struct {
-	Format           string `json:"format"`
-	Version          int    `json:"version"`
-	SystemID         string `json:"system_id"`
-	Timeline         uint32 `json:"timeline"`
-	ServerVersionNum int    `json:"server_version_num,omitempty"`
-	WALSegmentSize   int    `json:"wal_segment_size,omitempty"`
-	Received         string `json:"received_lsn"`
-	FilteredDurable  string `json:"filtered_durable_lsn"`
-	ShadowReplay     string `json:"shadow_replay_lsn"`
-	Delivered        string `json:"delivered_lsn"`
-	Floor            string `json:"floor_lsn"`
-	Restart          string `json:"restart_lsn"`
-	UpdatedAt        string `json:"updated_at"`
-	CRC              uint32 `json:"crc32c"`
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	manifestBody
+	CRC uint32 `json:"crc32c"`
 }
 
 func (j manifestV2) checksum() uint32 {
@@ -120,9 +110,7 @@ func readManifestV2(data []byte, body *manifestBody) error {
 	if sum := j.checksum(); sum != j.CRC {
 		return fmt.Errorf("checksum %d, contents sum to %d", j.CRC, sum)
 	}
-	*body = manifestBody{SystemID: j.SystemID, Timeline: j.Timeline, ServerVersionNum: j.ServerVersionNum,
-		WALSegmentSize: j.WALSegmentSize, Received: j.Received, FilteredDurable: j.FilteredDurable,
-		ShadowReplay: j.ShadowReplay, Delivered: j.Delivered, Floor: j.Floor, Restart: j.Restart, UpdatedAt: j.UpdatedAt}
+	*body = j.manifestBody
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/statefile"
+	"github.com/walshadow/walshadow/internal/statefile/statefiletest"
 )
 
 func TestManifestRoundTripAndCorruption(t *testing.T) {
@@ -121,15 +122,7 @@ func TestManifestGoldenAndVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "manifest_v3.json")
-	if *updateManifestGolden {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w, err := os.ReadFile(golden); err != nil || string(w) != string(got) {
-		t.Errorf("manifest:\n%s\nwant (%s, %v):\n%s", got, golden, err, w)
-	}
+	statefiletest.Golden(t, filepath.Join("testdata", "manifest_v3.json"), got, *updateManifestGolden)
 
 	v2, err := os.ReadFile(filepath.Join("testdata", "manifest_v2.json"))
 	if err != nil {

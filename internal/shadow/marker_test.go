@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walshadow/walshadow/internal/statefile/statefiletest"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
@@ -104,15 +105,7 @@ func TestCompletedDirectoryIsResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "bootstrap_complete_v2.json")
-	if *updateMarkerGolden {
-		if err := os.WriteFile(golden, written, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w, err := os.ReadFile(golden); err != nil || string(w) != string(written) {
-		t.Errorf("%s:\n%s\nwant (%v):\n%s", CompleteMarker, written, err, w)
-	}
+	statefiletest.Golden(t, filepath.Join("testdata", "bootstrap_complete_v2.json"), written, *updateMarkerGolden)
 	v1, err := os.ReadFile(filepath.Join("testdata", "bootstrap_complete_v1.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/walshadow/walshadow/internal/statefile/statefiletest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -22,31 +24,13 @@ type sample struct {
 
 var spec = Spec{Format: "walshadow-sample", Version: 2, Remedy: "remove it"}
 
-// Golden compares got with testdata/name, rewriting it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs:\n got %s\nwant %s", path, got, want)
-	}
-}
-
 func TestEnvelopeGoldenAndRoundTrip(t *testing.T) {
 	body := sample{Name: "orders", LSN: "0/5A3F1C8", Count: 3, Tags: []string{"a", "b"}}
 	b, err := spec.Encode(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sample.json", b)
+	statefiletest.Golden(t, filepath.Join("testdata", "sample.json"), b, *update)
 	path := filepath.Join(t.TempDir(), "s.json")
 	if err := spec.Write(path, body); err != nil {
 		t.Fatal(err)
