@@ -96,17 +96,6 @@ func (a *arena) endBytes(buf []byte) []byte {
 	return buf[start:len(buf):len(buf)]
 }
 
-func (a *arena) str(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	if a == nil {
-		return string(b)
-	}
-	c := a.copyBytes(b)
-	return unsafe.String(&c[0], len(c))
-}
-
 func (a *arena) boxString(s string) any {
 	if a == nil {
 		return s

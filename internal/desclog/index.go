@@ -328,15 +328,6 @@ func lookupOf(ce chainEntry, ok bool) Lookup {
 	}
 }
 
-func containing(list []Ambiguity, lsn wal.LSN) (Ambiguity, bool) {
-	for i := range list {
-		if list[i].Contains(lsn) {
-			return list[i], true
-		}
-	}
-	return Ambiguity{}, false
-}
-
 // allCaptures is the horizon of a lookup that sees every capture.
 const allCaptures = ^wal.LSN(0)
 

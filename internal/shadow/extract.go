@@ -86,7 +86,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header, spc archiveTablespace
 	}
 	var kind entryKind
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, '\x00': // '\x00': a regular file in pre-POSIX archives (tar.TypeRegA, deprecated)
 		kind = kindFile
 	case tar.TypeDir:
 		kind = kindDir

@@ -64,17 +64,6 @@ type wsStandbyStatus struct {
 	ReplyRequested      bool
 }
 
-// wsAppendStandbyStatus appends a standby status update (what a walreceiver
-// sends; the tests' receivers use it).
-func wsAppendStandbyStatus(dst []byte, s wsStandbyStatus) []byte {
-	dst = append(dst, wsMsgStandbyStatus)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Write))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Flush))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Apply))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(s.SendTime))
-	return append(dst, wsBool(s.ReplyRequested))
-}
-
 func wsBool(b bool) byte {
 	if b {
 		return 1
@@ -209,8 +198,9 @@ func wsParseStartReplication(args []wsToken) (wsCommand, error) {
 	}
 	t, ok := next()
 	if ok && !t.quoted && strings.EqualFold(t.text, "SLOT") {
-		slot, ok := next()
-		if !ok || slot.text == "" {
+		// (Not ok: the ok after the slot name is the one below decides.)
+		slot, found := next()
+		if !found || slot.text == "" {
 			return c, errors.New("START_REPLICATION SLOT needs a slot name")
 		}
 		c.Slot = slot.text

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -204,4 +205,15 @@ func FuzzWsParseCommand(f *testing.F) {
 			}
 		}
 	})
+}
+
+// wsAppendStandbyStatus appends a standby status update (what a walreceiver
+// sends; the tests' receivers use it).
+func wsAppendStandbyStatus(dst []byte, s wsStandbyStatus) []byte {
+	dst = append(dst, wsMsgStandbyStatus)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Write))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Flush))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Apply))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.SendTime))
+	return append(dst, wsBool(s.ReplyRequested))
 }
