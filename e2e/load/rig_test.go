@@ -79,9 +79,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the initial load tests run the whole pipeline for minutes")
-	}
+	testrig.SkipIfShort(t, "the whole pipeline for the initial load (minutes)")
 	src := testrig.StartPostgres(t, testrig.WithSetting("log_min_error_statement", "panic"))
 	r := &rig{src: src, ch: testrig.StartClickHouse(t), bridgeDir: testrig.BuildPgext(t, src.BinDir())}
 	r.bin = testrig.BuildWalshadow(t)

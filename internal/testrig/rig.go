@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,11 +53,49 @@ func skipOrFatal(t testing.TB, reason string) {
 }
 
 // skipIfShort skips server tests under -short, even in CI: -short is an
-// explicit request.
+// explicit request. First it holds the test to the naming rule (so that
+// go tool task test:short, which starts nothing, still checks it).
 func skipIfShort(t testing.TB, what string) {
 	t.Helper()
+	if file, ok := testFile(t); ok && !strings.HasSuffix(file, IntegrationSuffix) {
+		t.Errorf("%s starts %s but is in %s: a test that starts a server lives in a file named *%s", t.Name(), what, filepath.Base(file), IntegrationSuffix)
+	}
 	if testing.Short() {
 		t.Skipf("-short: not starting %s", what)
+	}
+}
+
+// SkipIfShort is skipIfShort for a test that would start what (a server,
+// or a whole pipeline) through more than testrig: call it first.
+func SkipIfShort(t testing.TB, what string) {
+	t.Helper()
+	skipIfShort(t, what)
+}
+
+// IntegrationSuffix ends the name of every file whose tests start a
+// server (StartPostgres, StartClickHouse): the one naming rule for them.
+const IntegrationSuffix = "_integration_test.go"
+
+// testFile is the file of the running test's (or benchmark's) own
+// function, found on the stack: a helper in another file it calls is not
+// what the rule names.
+func testFile(t testing.TB) (string, bool) {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		fn := f.Function
+		if i := strings.LastIndex(fn, "/"); i >= 0 {
+			fn = fn[i+1:]
+		}
+		// pkg.TestX, or a closure inside it (pkg.TestX.func1).
+		if _, rest, ok := strings.Cut(fn, "."); ok && (rest == top || strings.HasPrefix(rest, top+".")) {
+			return f.File, true
+		}
+		if !more {
+			return "", false
+		}
 	}
 }
 

@@ -36,9 +36,7 @@ func skipOrFailBridge(t *testing.T, reason string) {
 // dynamic_library_path).
 func buildBridgeModule(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: not building pgext")
-	}
+	testrig.SkipIfShort(t, "a pgext build")
 	pgConfig := filepath.Join(testrig.PGBinDir(t), "pg_config")
 	for _, tool := range []string{"make", "cc"} {
 		if _, err := exec.LookPath(tool); err != nil {

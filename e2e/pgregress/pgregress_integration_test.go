@@ -83,9 +83,7 @@ var (
 )
 
 func TestRegressionSuite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the regression suite starts PostgreSQL and ClickHouse and runs for minutes")
-	}
+	testrig.SkipIfShort(t, "the regression suite starts PostgreSQL and ClickHouse and runs for minutes")
 	if os.Getenv("WALSHADOW_PGREGRESS") == "0" {
 		t.Skip("WALSHADOW_PGREGRESS=0: PostgreSQL's regression suite is not run")
 	}

@@ -89,9 +89,7 @@ var countedTables = map[string]bool{"pgbench_accounts": true, "pgbench_history":
 // into ClickHouse against pgoutput decoding the same WAL (see the package
 // doc for the steps). Skipped under -short and without pg_recvlogical.
 func BenchmarkBacklogVsPgoutput(b *testing.B) {
-	if testing.Short() {
-		b.Skip("-short: this benchmark starts PostgreSQL and ClickHouse and replays a pgbench backlog")
-	}
+	testrig.SkipIfShort(b, "PostgreSQL and ClickHouse to replay a pgbench backlog")
 	testrig.RequirePgRecvlogical(b)
 	scale := envInt(b, "WALSHADOW_BENCH_SCALE", 10)
 	seconds := envInt(b, "WALSHADOW_BENCH_SECONDS", 45)

@@ -24,9 +24,7 @@ const liveSeconds = 60
 // pgbench stops every table must equal the source. How long after the
 // stop ClickHouse is complete is logged (the figure), not asserted.
 func TestLiveUnderDDL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: pgbench runs for a minute")
-	}
+	testrig.SkipIfShort(t, "pgbench runs for a minute")
 	seconds := liveSeconds
 	if v := os.Getenv("WALSHADOW_LIVE_SECONDS"); v != "" {
 		if _, err := fmt.Sscanf(v, "%d", &seconds); err != nil || seconds < 1 {

@@ -49,9 +49,7 @@ func BenchmarkDecodeVsPgoutput(b *testing.B) {
 		logical = "bench_pgoutput"
 		pub     = "bench_pub"
 	)
-	if testing.Short() {
-		b.Skip("-short: this benchmark starts PostgreSQL and copies a million rows")
-	}
+	testrig.SkipIfShort(b, "PostgreSQL to copy a million rows")
 	testrig.RequirePgRecvlogical(b)
 	b.ReportAllocs()
 

@@ -29,9 +29,7 @@ const (
 // session must not restart, and once ClickHouse is back every transaction
 // arrives: every table equals the source.
 func TestSpoolReleasesSlot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: ClickHouse is down for minutes")
-	}
+	testrig.SkipIfShort(t, "ClickHouse is down for minutes")
 	outage := spoolOutage
 	if v := os.Getenv("WALSHADOW_SPOOL_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -129,9 +127,7 @@ func TestSpoolReleasesSlot(t *testing.T) {
 // source. (A torn tail, by contrast, is cut quietly: internal/spool's
 // tests.)
 func TestSpoolInteriorCorruption(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts PostgreSQL, ClickHouse and the pipeline")
-	}
+	testrig.SkipIfShort(t, "starts PostgreSQL, ClickHouse and the pipeline")
 	d := newDrill(t, "", "")
 	c := d.start(t)
 	d.waitStreaming(t, c, 3*time.Minute)

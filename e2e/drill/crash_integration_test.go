@@ -110,9 +110,7 @@ func drawKill(rng *rand.Rand) killPlan {
 // quiet period and every table must equal the source (count, exact sums,
 // md5 of the canonical rows); the shadow is never bootstrapped again.
 func TestCrashDrill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the crash drill runs for minutes")
-	}
+	testrig.SkipIfShort(t, "the crash drill (it runs for minutes)")
 	seed := testrig.TestSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	cycles := crashCycles

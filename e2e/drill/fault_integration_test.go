@@ -36,9 +36,7 @@ const (
 // shows the retries, and once the load stops every table equals the
 // source.
 func TestFaultDrill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the fault drill runs for minutes")
-	}
+	testrig.SkipIfShort(t, "the fault drill runs for minutes")
 	started := time.Now()
 	d := newDrill(t, "", "")
 	c := d.start(t)
