@@ -3,7 +3,6 @@ package processor_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/rowmodel"
+	"github.com/walshadow/walshadow/internal/session"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -167,31 +167,11 @@ type progressState struct {
 // (a kill right after the bootstrap) both LSNs are zero: a restart starts
 // where the bootstrap left off and nothing counts as delivered.
 func readProgress(stateDir string) (progressState, error) {
-	path := filepath.Join(stateDir, "manifest.json")
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return progressState{}, nil
+	m, err := session.ReadManifest(stateDir)
+	if err != nil || m == nil {
+		return progressState{}, err
 	}
-	if err != nil {
-		return progressState{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	var raw struct {
-		Resume    string `json:"restart_lsn"`
-		Delivered string `json:"delivered_lsn"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return progressState{}, fmt.Errorf("parsing %s: %w", path, err)
-	}
-	var ps progressState
-	if ps.resume, err = wal.ParseLSN(raw.Resume); err != nil {
-		return ps, fmt.Errorf("%s restart_lsn: %w", path, err)
-	}
-	if raw.Delivered != "" {
-		if ps.delivered, err = wal.ParseLSN(raw.Delivered); err != nil {
-			return ps, fmt.Errorf("%s delivered_lsn: %w", path, err)
-		}
-	}
-	return ps, nil
+	return progressState{resume: m.Restart, delivered: m.Delivered}, nil
 }
 
 // cutTornTail truncates the journal after its last newline: SIGKILL can
