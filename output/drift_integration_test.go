@@ -9,8 +9,8 @@ import (
 )
 
 // TestDowntimeDrift: changes made on the source while the stream was
-// stopped reach ClickHouse after a restart (pinned_ddl_baseline.md, "Boot-
-// time drift" and "Drop detection across downtime"): a column added with
+// stopped reach ClickHouse after a restart (drift found at start, drops
+// detected across the downtime): a column added with
 // a DEFAULT (older rows read the default), a dropped table (per the drop
 // strategy) and a table created with rows.
 func TestDowntimeDrift(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 )
 
-// These tests prove pinned_ddl_baseline.md's "Tests" against a real
+// These tests prove the pinned baseline's promises against a real
 // pipeline and ClickHouse 18.16: the DDL a source change causes does not
 // depend on whether the output learnt the table's shape in this run or
 // reloaded it from disk, renames never lose data, drops and truncates

@@ -10,8 +10,7 @@ import (
 
 // scope decides which source relations the output replicates and with what
 // per-table settings: a question of configuration only, never of what any
-// cache has seen (pinned_ddl_baseline.md, "Scope is a configuration
-// question").
+// cache has seen.
 type scope struct {
 	include []string // path.Match patterns over "schema.table"
 	exclude []string

@@ -1,7 +1,11 @@
 // Command walshadow is the walshadow distribution: a Benthos binary with
 // benthos' own pure and io components plus walshadow's (the
-// pg_physical_wal input and the walshadow session resource), and walshadow's
-// own subcommands (`wal stats`).
+// pg_physical_wal input, the walshadow_decode processor, the clickhouse_ddl
+// output, the walshadow session resource and the prometheus metrics
+// exporter), and walshadow's own subcommands: `wal stats` (pg_waldump
+// --stats of WAL files), `status` (a state directory's progress, lag, spool,
+// shadow and loads), `preflight` (the start-up checks, without starting)
+// beside Benthos' run and lint.
 package main
 
 import (

@@ -28,7 +28,8 @@ type MappedColumn struct {
 }
 
 // Agreed is the last point where a relation's source shape and its
-// ClickHouse table agreed (pinned_ddl_baseline.md, option 3). The full
+// ClickHouse table agreed: the durable baseline each change is planned
+// against, so the DDL never depends on what a cache has seen. The full
 // source shape is kept, not just the mapped columns: only it tells a
 // column the operator excluded from one the source added since.
 //

@@ -88,8 +88,8 @@ func syntheticNames() map[string]bool {
 }
 
 // Reconcile decides what brings ClickHouse to agree with source shape
-// shape for one in-scope relation (pinned_ddl_baseline.md, "The decision
-// as a pure function"). Its inputs are all it reads: the dialect, the
+// shape for one in-scope relation, as a pure function. Its inputs are
+// all it reads: the dialect, the
 // output's default database, the table's config, the durable previous
 // agreement (nil on first sight), ClickHouse's existence facts for
 // DescribeTarget, and the shape. A warm or cold cache cannot change the

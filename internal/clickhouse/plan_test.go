@@ -317,7 +317,7 @@ func TestReconcileDropErrors(t *testing.T) {
 	}
 }
 
-// The pinned-subset case of pinned_ddl_baseline.md: only the source shape
+// A pinned subset of columns: only the source shape
 // at agreement tells the excluded internal_notes from the added signup_ts.
 func TestReconcilePinnedSubset(t *testing.T) {
 	for _, cfg := range []TableConfig{

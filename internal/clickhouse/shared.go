@@ -7,8 +7,9 @@ type CHColumn struct {
 }
 
 // CHTable is what ClickHouse holds for one target table: the existence
-// facts the reconciliation decides on (pinned_ddl_baseline.md: ClickHouse is
-// authoritative for existence, never for the column diff).
+// facts the reconciliation decides on (ClickHouse is authoritative for
+// whether a table exists, never for the column diff: that comes from the
+// agreed baseline).
 type CHTable struct {
 	Exists  bool
 	Columns []CHColumn // in position order; empty when !Exists

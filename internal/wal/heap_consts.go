@@ -79,7 +79,7 @@ const (
 // xl_heap_lock / xl_heap_lock_updated flags (XLH_LOCK_*).
 const XLHLockAllFrozenCleared = 0x01
 
-// Fixed sizes of the heap WAL structs (SizeOfHeap*), see pg_wal_format.md §2.3.
+// Fixed sizes of the heap WAL structs (SizeOfHeap* in access/heapam_xlog.h).
 const (
 	sizeOfHeapHeader          = 5
 	sizeOfHeapInsert          = 3

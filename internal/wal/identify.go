@@ -11,7 +11,7 @@ package wal
 // taken from the 15.18 source and checked against pg_waldump; the PG17
 // changes (heap2 PRUNE_ON_ACCESS/PRUNE_VACUUM_SCAN/PRUNE_VACUUM_CLEANUP
 // replacing PRUNE/VACUUM/FREEZE_PAGE, XLOG CHECKPOINT_REDO) come from
-// pg_wal_format.md. PG16 is assumed to name everything as 15 and PG18 as 17;
+// those majors' rmgrdesc sources. PG16 is assumed to name everything as 15 and PG18 as 17;
 // neither is tested against a real pg_waldump of that version. A nil layout
 // means PG15; majors above 18 use the 17/18 names.
 //

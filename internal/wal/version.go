@@ -5,8 +5,8 @@ import "fmt"
 // Layout holds the facts that differ between PostgreSQL major versions. The
 // WAL page magic (XLOG_PAGE_MAGIC) selects one; minor releases never change
 // it. Only PostgreSQL 15 is exercised against a live server today; the other
-// tables come from pg_wal_format.md (offsets printed from each version's
-// headers) and are covered by unit tests.
+// tables hold offsets printed from each version's headers and are covered
+// by unit tests.
 type Layout struct {
 	Major int
 	Magic uint16
