@@ -473,8 +473,10 @@ type chOutput struct {
 	// read once (parseBatch); filled is addRow's scratch.
 	parsed []parsedChange
 	filled []bool
-	// reorderSeen: a batch arrived before an earlier one (logged once).
+	// reorderSeen: a batch arrived before an earlier one (logged once);
+	// waiting: the batches in awaitTurn.
 	reorderSeen atomic.Bool
+	waiting     atomic.Int32
 	mgr         *service.Resources
 }
 

@@ -110,10 +110,13 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	}
 }
 
-// maxOrderedInFlight bounds the batches benthos hands the output at once:
-// more than pipeline threads can hold out of order, so the batch every
-// other waits for always gets in.
-const maxOrderedInFlight = 64
+// maxOrderedInFlight bounds the batches benthos hands the output at once.
+// Batches waiting for their turn hold memory (and, with threads: 1 and a
+// slow ClickHouse, the next ones queue here instead of upstream), so it is
+// small; a batch that would take the last slot while it must wait fails
+// instead (awaitTurn), so the batch every other waits for can always get
+// in.
+const maxOrderedInFlight = 16
 
 // awaitTurn waits until every session batch before the first one in
 // batch is acknowledged (a batch of messages the processor did not
@@ -133,6 +136,18 @@ func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) er
 	if seq == 0 {
 		return nil
 	}
+	if o.waiting.Add(1) >= maxOrderedInFlight {
+		defer o.waiting.Add(-1)
+		// The last slot: waiting here could keep out the batch this one
+		// waits for. Only if it need not wait does it go on.
+		now, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := o.sess.AwaitEarlier(now, epoch, seq); err != nil {
+			return fmt.Errorf("batch %d of session run %d arrived more than %d batches ahead of an earlier one (pipeline threads > 1 with one of them held up): it is not written, and the session streams it again from its resume point", seq, epoch, maxOrderedInFlight-1)
+		}
+		return nil
+	}
+	defer o.waiting.Add(-1)
 	waited, err := o.sess.AwaitEarlier(ctx, epoch, seq)
 	if waited && o.reorderSeen.CompareAndSwap(false, true) {
 		o.log.Infof("batch %d of session run %d reached the output before an earlier one (pipeline threads > 1): each batch is written after every earlier one", seq, epoch)
