@@ -140,6 +140,7 @@ func (s *fakeSession) Live(uint64) bool      { return true }
 func (s *fakeSession) AwaitEarlier(context.Context, uint64, uint64) (bool, error) {
 	return true, nil
 }
+func (s *fakeSession) OldestUnacked(uint64) (uint64, bool) { return 0, false }
 func (s *fakeSession) StateDir() string       { return s.stateDir }
 func (s *fakeSession) SourceDSN() string      { return "" }
 func (s *fakeSession) Bridge() *shadow.Bridge { return nil }

@@ -473,10 +473,11 @@ type chOutput struct {
 	// read once (parseBatch); filled is addRow's scratch.
 	parsed []parsedChange
 	filled []bool
-	// reorderSeen: a batch arrived before an earlier one (logged once);
-	// waiting: the batches in awaitTurn.
+	// reorderSeen: a batch arrived before an earlier one (logged once).
 	reorderSeen atomic.Bool
-	waiting     atomic.Int32
+	// inOutput are the session batches (epoch, seq) inside WriteBatch.
+	inMu     sync.Mutex
+	inOutput map[batchKey]bool
 	mgr         *service.Resources
 }
 
@@ -495,6 +496,8 @@ type sessionView interface {
 	// AwaitEarlier waits until every batch of run epoch before seq is
 	// acknowledged or the run stopped; waited: it was not so at once.
 	AwaitEarlier(ctx context.Context, epoch, seq uint64) (waited bool, err error)
+	// OldestUnacked is the first batch of run epoch not acknowledged yet.
+	OldestUnacked(epoch uint64) (seq uint64, ok bool)
 }
 
 func newOutput(s settings, sc *scope, sess sessionView, mgr *service.Resources) *chOutput {

@@ -37,7 +37,7 @@ output:`, 1)
 	token := fmt.Sprintf("threads-%d", seed)
 	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
 	r.waitCH(t, run, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token), "1", 3*time.Minute)
-	if !strings.Contains(logs.String(), "reached the output before an earlier one") {
+	if !strings.Contains(logs.String(), "reached the output before batch") {
 		t.Errorf("no batch reached the output out of order: the test did not exercise reordering\n%s", tail(logs.String(), 20))
 	}
 	run.stop(t)

@@ -2,15 +2,17 @@ package output
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/msg"
 )
 
-// blockingSession is a session whose earlier batches are never
+// blockingSession is a session whose batch 1 (of run 2) is never
 // acknowledged: AwaitEarlier waits until its context ends.
 type blockingSession struct{ fakeSession }
 
@@ -19,33 +21,44 @@ func (*blockingSession) AwaitEarlier(ctx context.Context, _, _ uint64) (bool, er
 	return true, ctx.Err()
 }
 
-// TestAwaitTurnLastSlot: a batch that must wait and would take the last
-// in-flight slot fails at once, with an error naming it, instead of
-// keeping out the batch it waits for; one that need not wait goes on.
-func TestAwaitTurnLastSlot(t *testing.T) {
+func (*blockingSession) OldestUnacked(uint64) (uint64, bool) { return 1, true }
+
+func seqBatch(seq uint64) service.MessageBatch {
 	m := service.NewMessage(nil)
-	m.MetaSetMut(msg.KeyChange, &msg.Change{Op: msg.OperationInsert, Epoch: 2, Seq: 9})
-	batch := service.MessageBatch{m}
+	m.MetaSetMut(msg.KeyChange, &msg.Change{Op: msg.OperationInsert, Epoch: 2, Seq: seq})
+	return service.MessageBatch{m}
+}
 
-	o := &chOutput{sess: &blockingSession{}, log: service.MockResources().Logger()}
-	o.waiting.Store(maxOrderedInFlight - 1)
-	err := o.awaitTurn(context.Background(), batch)
-	if err == nil || !strings.Contains(err.Error(), "batch 9 of session run 2 arrived more than") {
-		t.Fatalf("last slot, must wait: %v", err)
+// TestAwaitTurnLastSlot: a batch that would take the last in-flight slot
+// while the batch every other waits for is not inside fails, with an error
+// naming both, instead of keeping that batch out; batches queued behind
+// one that is inside (threads: 1, a slow ClickHouse) wait their turn.
+func TestAwaitTurnLastSlot(t *testing.T) {
+	o := &chOutput{sess: &blockingSession{}, log: service.MockResources().Logger(), inOutput: map[batchKey]bool{}}
+	for seq := uint64(2); seq < maxOrderedInFlight+1; seq++ {
+		o.inOutput[batchKey{2, seq}] = true // maxOrderedInFlight-1 batches ahead of batch 1
 	}
-	if n := o.waiting.Load(); n != maxOrderedInFlight-1 {
-		t.Errorf("waiting %d after the refusal, want %d", n, maxOrderedInFlight-1)
+	_, err := o.awaitTurn(context.Background(), seqBatch(40))
+	if err == nil || !strings.Contains(err.Error(), "batch 40 of session run 2 arrived 15 or more batches ahead of batch 1") {
+		t.Fatalf("last slot, batch 1 outside: %v", err)
+	}
+	if o.inOutput[batchKey{2, 40}] {
+		t.Error("the refused batch is still counted inside")
 	}
 
-	o.sess = &fakeSession{}
-	if err := o.awaitTurn(context.Background(), batch); err != nil {
-		t.Errorf("last slot, no need to wait: %v", err)
+	// Batch 1 inside: the last slot waits (here until its context ends).
+	delete(o.inOutput, batchKey{2, 2})
+	o.inOutput[batchKey{2, 1}] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := o.awaitTurn(ctx, seqBatch(41)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("last slot, batch 1 inside: %v, want it to wait", err)
 	}
-	o.waiting.Store(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	o.sess = &blockingSession{}
-	if err := o.awaitTurn(ctx, batch); err == nil {
-		t.Error("a wait whose context ended returned no error")
+
+	// Unnumbered messages do not wait.
+	leave, err := o.awaitTurn(context.Background(), seqBatch(0))
+	if err != nil {
+		t.Fatal(err)
 	}
+	leave()
 }

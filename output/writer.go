@@ -56,9 +56,11 @@ func changeOf(m *service.Message) (change, error) {
 // schema events and truncates behind a barrier, and every block inserted
 // before it returns (only then is the batch acknowledged).
 func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
-	if err := o.awaitTurn(ctx, batch); err != nil {
+	leave, err := o.awaitTurn(ctx, batch)
+	if err != nil {
 		return err
 	}
+	defer leave()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.conn == nil || !o.ready {
@@ -111,18 +113,22 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 }
 
 // maxOrderedInFlight bounds the batches benthos hands the output at once.
-// Batches waiting for their turn hold memory (and, with threads: 1 and a
-// slow ClickHouse, the next ones queue here instead of upstream), so it is
-// small; a batch that would take the last slot while it must wait fails
-// instead (awaitTurn), so the batch every other waits for can always get
-// in.
+// Batches waiting for their turn hold memory (with threads: 1 and a slow
+// ClickHouse the next ones queue here rather than upstream), so it is
+// small. The batch every other waits for must be able to get in: one that
+// would take the last slot while that batch is not inside fails instead
+// (awaitTurn).
 const maxOrderedInFlight = 16
+
+// batchKey names a session batch.
+type batchKey struct{ epoch, seq uint64 }
 
 // awaitTurn waits until every session batch before the first one in
 // batch is acknowledged (a batch of messages the processor did not
 // number, Seq 0, does not wait). A run that stopped meanwhile is left to
-// WriteBatch's stale check.
-func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) error {
+// WriteBatch's stale check. The returned func ends the batch's stay in the
+// output.
+func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) (func(), error) {
 	var epoch, seq uint64
 	for _, m := range batch {
 		v, ok := m.MetaGetMut(msg.KeyChange)
@@ -134,25 +140,53 @@ func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) er
 		}
 	}
 	if seq == 0 {
-		return nil
+		return func() {}, nil
 	}
-	if o.waiting.Add(1) >= maxOrderedInFlight {
-		defer o.waiting.Add(-1)
-		// The last slot: waiting here could keep out the batch this one
-		// waits for. Only if it need not wait does it go on.
-		now, cancel := context.WithCancel(ctx)
-		cancel()
-		if _, err := o.sess.AwaitEarlier(now, epoch, seq); err != nil {
-			return fmt.Errorf("batch %d of session run %d arrived more than %d batches ahead of an earlier one (pipeline threads > 1 with one of them held up): it is not written, and the session streams it again from its resume point", seq, epoch, maxOrderedInFlight-1)
+	key := batchKey{epoch, seq}
+	o.inMu.Lock()
+	if o.inOutput == nil {
+		o.inOutput = map[batchKey]bool{}
+	}
+	o.inOutput[key] = true
+	full := len(o.inOutput) >= maxOrderedInFlight
+	o.inMu.Unlock()
+	leave := func() {
+		o.inMu.Lock()
+		delete(o.inOutput, key)
+		o.inMu.Unlock()
+	}
+	// Ahead: an earlier batch is neither acknowledged nor inside (threads
+	// handed this one over first). (An earlier batch just written is
+	// outside until its acknowledgement lands: a moment.)
+	ahead := func() (uint64, bool) {
+		oldest, ok := o.sess.OldestUnacked(epoch)
+		if !ok || oldest >= seq {
+			return 0, false
 		}
-		return nil
+		o.inMu.Lock()
+		defer o.inMu.Unlock()
+		return oldest, !o.inOutput[batchKey{epoch, oldest}]
 	}
-	defer o.waiting.Add(-1)
-	waited, err := o.sess.AwaitEarlier(ctx, epoch, seq)
-	if waited && o.reorderSeen.CompareAndSwap(false, true) {
-		o.log.Infof("batch %d of session run %d reached the output before an earlier one (pipeline threads > 1): each batch is written after every earlier one", seq, epoch)
+	if oldest, out := ahead(); out {
+		if o.reorderSeen.CompareAndSwap(false, true) {
+			o.log.Infof("batch %d of session run %d reached the output before batch %d (pipeline threads > 1): each batch is written after every earlier one", seq, epoch, oldest)
+		}
+		for i := 0; full && out && i < 20; i++ {
+			// The last slot: if the batch all wait for cannot get in,
+			// waiting here would keep it out for good.
+			time.Sleep(100 * time.Millisecond)
+			oldest, out = ahead()
+		}
+		if full && out {
+			leave()
+			return nil, fmt.Errorf("batch %d of session run %d arrived %d or more batches ahead of batch %d (pipeline threads > 1 with one of them held up): it is not written, and the session streams it again from its resume point", seq, epoch, maxOrderedInFlight-1, oldest)
+		}
 	}
-	return err
+	if _, err := o.sess.AwaitEarlier(ctx, epoch, seq); err != nil {
+		leave()
+		return nil, err
+	}
+	return leave, nil
 }
 
 // While ClickHouse is unavailable a batch is written again after a wait

@@ -857,6 +857,17 @@ func (s *Session) AwaitEarlier(ctx context.Context, epoch, seq uint64) (waited b
 	}
 }
 
+// OldestUnacked is the first batch of run epoch handed out and not
+// acknowledged yet (ok false: none, or epoch is not the current run).
+func (s *Session) OldestUnacked(epoch uint64) (seq uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch != s.epoch || len(s.pending) == 0 {
+		return 0, false
+	}
+	return s.pending[0].Seq, true
+}
+
 // acksChangedLocked wakes AwaitEarlier's waiters; s.mu held.
 func (s *Session) acksChangedLocked() {
 	if s.acksCh != nil {
