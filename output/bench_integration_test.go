@@ -141,9 +141,9 @@ func (s *fakeSession) AwaitEarlier(context.Context, uint64, uint64) (bool, error
 	return true, nil
 }
 func (s *fakeSession) OldestUnacked(uint64) (uint64, bool) { return 0, false }
-func (s *fakeSession) StateDir() string       { return s.stateDir }
-func (s *fakeSession) SourceDSN() string      { return "" }
-func (s *fakeSession) Bridge() *shadow.Bridge { return nil }
+func (s *fakeSession) StateDir() string                    { return s.stateDir }
+func (s *fakeSession) SourceDSN() string                   { return "" }
+func (s *fakeSession) Bridge() *shadow.Bridge              { return nil }
 
 // pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose
 // session knows pgbench_accounts.

@@ -478,7 +478,7 @@ type chOutput struct {
 	// inOutput are the session batches (epoch, seq) inside WriteBatch.
 	inMu     sync.Mutex
 	inOutput map[batchKey]bool
-	mgr         *service.Resources
+	mgr      *service.Resources
 }
 
 // sessionView is what the output needs of the session: the descriptor log
