@@ -47,7 +47,7 @@ func ReadWritten(dir statefile.OutputDir) (wal.LSN, time.Time, error) {
 	}
 	lsn, err := wal.ParseLSN(body.WrittenBefore)
 	if err != nil {
-		return 0, time.Time{}, &statefile.Error{Path: path, Err: fmt.Errorf("written_before: %w", err), Remedy: writtenSpec.Remedy}
+		return 0, time.Time{}, writtenSpec.Corrupt(path, fmt.Errorf("written_before: %w", err))
 	}
 	var at time.Time
 	if info, err := os.Stat(path); err == nil {

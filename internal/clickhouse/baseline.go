@@ -172,7 +172,7 @@ func readBaseline(path string) ([]*Agreed, error) {
 		return nil, err
 	}
 	corrupt := func(err error) error {
-		return &statefile.Error{Path: path, Err: err, Remedy: baselineSpec.Remedy}
+		return baselineSpec.Corrupt(path, err)
 	}
 	list := make([]*Agreed, 0, len(body.Agreed))
 	seen := make(map[uint32]bool, len(body.Agreed))

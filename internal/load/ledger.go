@@ -326,7 +326,7 @@ func decodeLedger(path string, b []byte) (map[uint32]Entry, error) {
 	}
 	entries, err := entriesOf(body.Entries)
 	if err != nil {
-		return nil, &statefile.Error{Path: path, Err: err, Remedy: ledgerSpec.Remedy}
+		return nil, ledgerSpec.Corrupt(path, err)
 	}
 	return entries, nil
 }

@@ -116,7 +116,7 @@ func readManifestV2(data []byte, body *manifestBody) error {
 
 // corruptManifest is a manifest refused for reason.
 func corruptManifest(path, reason string) error {
-	return &statefile.Error{Path: path, Err: errors.New(reason), Remedy: manifestSpec.Remedy}
+	return manifestSpec.Corrupt(path, errors.New(reason))
 }
 
 // ReadManifest reads the manifest of a state directory (or, for a state

@@ -50,7 +50,7 @@ func ReadBootstrapResult(dir string) (*BootstrapResult, error) {
 	if err == nil {
 		res, perr := resultOf(&m)
 		if perr != nil {
-			return nil, &statefile.Error{Path: filepath.Join(dir, CompleteMarker), Err: perr, Remedy: markerSpec.Remedy}
+			return nil, markerSpec.Corrupt(filepath.Join(dir, CompleteMarker), perr)
 		}
 		return res, nil
 	}

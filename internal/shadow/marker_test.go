@@ -156,4 +156,4 @@ func writeLayout(t *testing.T, dir string, files []string) {
 	}
 }
 
-var updateMarkerGolden = flag.Bool("update-marker", false, "rewrite testdata/bootstrap_complete_v2.json")
+var updateMarkerGolden = flag.Bool("update", false, "rewrite the golden files")

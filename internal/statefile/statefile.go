@@ -126,13 +126,19 @@ func (s Spec) Read(path string, body any, legacy func(data []byte) error) error 
 	return s.Decode(path, data, body, legacy)
 }
 
-// envelope is the on-disk form, loosely typed: a file of the form before
-// the envelope may give "format" as a number.
+// envelope is the on-disk form. Its fields stay raw: a file of the form
+// before the envelope may give "format" as a number, or lack a key.
 type envelope struct {
 	Format  json.RawMessage  `json:"format"`
 	Version json.RawMessage  `json:"version"`
 	CRC     json.RawMessage  `json:"crc32c"`
 	Body    *json.RawMessage `json:"body"`
+}
+
+// Corrupt is a file of s refused for err, after the envelope accepted it
+// (a value its owner cannot take).
+func (s Spec) Corrupt(path string, err error) error {
+	return &Error{Path: path, Err: err, Remedy: s.Remedy}
 }
 
 // Decode is Read of a file's contents (path names it in errors).
@@ -144,8 +150,17 @@ func (s Spec) Decode(path string, data []byte, body any, legacy func(data []byte
 		return bad(true, errors.New("the file is empty"))
 	}
 	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		return bad(IsCutShort(data, err), err)
+	if err := DecodeStrict(data, &env); err != nil {
+		// Not an envelope with its keys alone: a form before the envelope
+		// (no "body", other keys), or damage.
+		var loose envelope
+		if lerr := json.Unmarshal(data, &loose); lerr != nil {
+			return bad(IsCutShort(data, lerr), lerr)
+		}
+		if loose.Body != nil {
+			return bad(false, err)
+		}
+		env = loose
 	}
 	if env.Body == nil {
 		if legacy == nil {
@@ -159,15 +174,6 @@ func (s Spec) Decode(path string, data []byte, body any, legacy func(data []byte
 			return bad(false, err)
 		}
 		return nil
-	}
-	var strict struct {
-		Format  json.RawMessage `json:"format"`
-		Version json.RawMessage `json:"version"`
-		CRC     json.RawMessage `json:"crc32c"`
-		Body    json.RawMessage `json:"body"`
-	}
-	if err := DecodeStrict(data, &strict); err != nil {
-		return bad(false, err)
 	}
 	var format string
 	var version int
