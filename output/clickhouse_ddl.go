@@ -469,9 +469,7 @@ type chOutput struct {
 	// deferred are the current batch's updates waiting for their table's
 	// load (handed to loads once the batch is written).
 	deferred []deferredRow
-	// parsed is the batch being written, each message's change metadata
-	// read once (parseBatch); filled is addRow's scratch.
-	parsed []parsedChange
+	// filled is addRow's scratch.
 	filled []bool
 	// reorderSeen: a batch arrived before an earlier one (logged once).
 	reorderSeen atomic.Bool

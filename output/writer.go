@@ -56,7 +56,9 @@ func changeOf(m *service.Message) (change, error) {
 // schema events and truncates behind a barrier, and every block inserted
 // before it returns (only then is the batch acknowledged).
 func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
-	leave, err := o.awaitTurn(ctx, batch)
+	pb := parseBatch(batch)
+	defer pb.release()
+	leave, err := o.awaitTurn(ctx, pb.turnEpoch, pb.turnSeq)
 	if err != nil {
 		return err
 	}
@@ -66,8 +68,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	if o.conn == nil || !o.ready {
 		return service.ErrNotConnected
 	}
-	epoch, stale := o.parseBatch(batch)
-	defer func() { clear(o.parsed); o.parsed = o.parsed[:0] }() // keeps no message alive
+	epoch, stale := o.staleRun(pb.epochs)
 	if stale {
 		return fmt.Errorf("a batch of walshadow session run %d, which has stopped, is not written: the session streams it again from its resume point", epoch)
 	}
@@ -75,7 +76,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	for attempt := 1; ; attempt++ {
 		o.deferred = o.deferred[:0]
 		clear(o.failedInBatch)
-		err := o.writeBatch(ctx, batch)
+		err := o.writeBatch(ctx, batch, pb.changes)
 		if err == nil && len(o.deferred) > 0 {
 			o.loads.addDeferred(o.deferred)
 		}
@@ -123,22 +124,11 @@ const maxOrderedInFlight = 16
 // batchKey names a session batch.
 type batchKey struct{ epoch, seq uint64 }
 
-// awaitTurn waits until every session batch before the first one in
-// batch is acknowledged (a batch of messages the processor did not
-// number, Seq 0, does not wait). A run that stopped meanwhile is left to
-// WriteBatch's stale check. The returned func ends the batch's stay in the
-// output.
-func (o *chOutput) awaitTurn(ctx context.Context, batch service.MessageBatch) (func(), error) {
-	var epoch, seq uint64
-	for _, m := range batch {
-		v, ok := m.MetaGetMut(msg.KeyChange)
-		if !ok {
-			continue
-		}
-		if c, ok := v.(*msg.Change); ok && c.Seq != 0 && (seq == 0 || c.Epoch > epoch || c.Epoch == epoch && c.Seq < seq) {
-			epoch, seq = c.Epoch, c.Seq
-		}
-	}
+// awaitTurn waits until every session batch of run epoch before seq is
+// acknowledged (seq 0, messages the processor did not number, does not
+// wait). A run that stopped meanwhile is left to WriteBatch's stale check.
+// The returned func ends the batch's stay in the output.
+func (o *chOutput) awaitTurn(ctx context.Context, epoch, seq uint64) (func(), error) {
 	if seq == 0 {
 		return func() {}, nil
 	}
@@ -211,26 +201,54 @@ type parsedChange struct {
 	err error
 }
 
-// parseBatch reads every message's change metadata once (into
-// o.parsed, reused across batches) and returns the newest session run
-// among them (0: not said), and whether any of them belongs to a run that
-// stopped (benthos' batching policy may merge batches of two runs).
-func (o *chOutput) parseBatch(batch service.MessageBatch) (newest uint64, stale bool) {
-	o.parsed = o.parsed[:0]
+// parsedBatch is a batch's change metadata, read once per message before
+// anything else looks at it.
+type parsedBatch struct {
+	changes []parsedChange
+	// epochs are the distinct session runs among the messages (0: not
+	// said), in order of appearance; turnEpoch/turnSeq the first session
+	// batch among them (the newest run's lowest numbered; 0: none).
+	epochs             []uint64
+	turnEpoch, turnSeq uint64
+}
+
+var parsedPool = sync.Pool{New: func() any { return new(parsedBatch) }}
+
+func parseBatch(batch service.MessageBatch) *parsedBatch {
+	pb := parsedPool.Get().(*parsedBatch)
 	var last uint64
 	for _, m := range batch {
 		c, err := changeOf(m)
-		o.parsed = append(o.parsed, parsedChange{c, err})
+		pb.changes = append(pb.changes, parsedChange{c, err})
 		var n uint64
 		if err == nil {
 			n = c.meta.Epoch
+			if seq := c.meta.Seq; seq != 0 && (pb.turnSeq == 0 || n > pb.turnEpoch || n == pb.turnEpoch && seq < pb.turnSeq) {
+				pb.turnEpoch, pb.turnSeq = n, seq
+			}
 		} else {
 			n = messageEpoch(m) // writeBatch reports what it lacks
 		}
-		if n == last || n == 0 {
-			continue
+		if n != last && n != 0 {
+			last = n
+			pb.epochs = append(pb.epochs, n)
 		}
-		last = n
+	}
+	return pb
+}
+
+// release returns pb to the pool, holding no message.
+func (pb *parsedBatch) release() {
+	clear(pb.changes)
+	*pb = parsedBatch{changes: pb.changes[:0], epochs: pb.epochs[:0]}
+	parsedPool.Put(pb)
+}
+
+// staleRun is the newest of a batch's session runs, and whether any of
+// them has stopped (benthos' batching policy may merge batches of two
+// runs); o.mu held.
+func (o *chOutput) staleRun(epochs []uint64) (newest uint64, stale bool) {
+	for _, n := range epochs {
 		newest = max(newest, n)
 		if n <= o.fenced || !o.sess.Live(n) {
 			stale = true
@@ -247,7 +265,7 @@ func messageEpoch(m *service.Message) uint64 {
 	return n
 }
 
-func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) error {
+func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, parsed []parsedChange) error {
 	var last time.Time
 	var prev *service.Message
 	var prevChange change
@@ -258,7 +276,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch) e
 			// count as written (the session restarts from its resume point).
 			return fmt.Errorf("a message reached the output with a processing error: %w", err)
 		}
-		c, err := o.parsed[i].c, o.parsed[i].err
+		c, err := parsed[i].c, parsed[i].err
 		if err != nil {
 			return err
 		}
