@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,11 +201,16 @@ func newPgbenchRig(tb testing.TB, database string, more ...desclog.Descriptor) *
 	return r
 }
 
-// writeThroughOutput hands msgs to the output in WriteBatch calls of
-// pgbenchTxRows messages.
-func writeThroughOutput(ctx context.Context, out *chOutput, msgs []*service.Message) error {
-	for start := 0; start < len(msgs); start += pgbenchTxRows {
-		batch := service.MessageBatch(msgs[start:min(start+pgbenchTxRows, len(msgs))])
+// writeThroughOutput hands the rows to the output as walshadow_decode's
+// messages, in WriteBatch calls of pgbenchTxRows messages. Each batch's
+// messages are built by build (the benchmark builds them outside its
+// timer) just before their WriteBatch, as the pipeline hands the output a
+// batch the processor just made: the run's other batches are not alive
+// meanwhile.
+func writeThroughOutput(ctx context.Context, out *chOutput, rows []pgbenchRow, shift wal.LSN, build func(func())) error {
+	for start := 0; start < len(rows); start += pgbenchTxRows {
+		var batch service.MessageBatch
+		build(func() { batch = pgbenchMessages(rows[start:min(start+pgbenchTxRows, len(rows))], shift) })
 		if err := out.WriteBatch(ctx, batch); err != nil {
 			return fmt.Errorf("writing rows %d..%d through the output: %w", start, start+len(batch)-1, err)
 		}
@@ -234,8 +240,9 @@ func newPlainInserter(ctx context.Context, r *pgbenchRig, target clickhouse.Targ
 		dateTime64: r.cols[len(r.cols)-2].Name == clickhouse.ColCommitTS}, nil
 }
 
-func (p *plainInserter) write(ctx context.Context, rows []pgbenchRow) error {
+func (p *plainInserter) write(ctx context.Context, rows []pgbenchRow, untimed func(func())) error {
 	for start := 0; start < len(rows); start += pgbenchTxRows {
+		untimed(func() {}) // as the output's benchmark builds each batch
 		end := min(start+pgbenchTxRows, len(rows))
 		batch, err := p.conn.Native().PrepareBatch(ctx, p.insert)
 		if err != nil {
@@ -295,10 +302,13 @@ func benchRows() int {
 // iteration writes WALSHADOW_BENCH_ROWS rows (200,000 by default) whatever
 // b.N is (use -benchtime=1x); the table is truncated between iterations,
 // untimed. Metrics: rows/s, MB/s (b.SetBytes: a run's column data),
-// allocs/row and B/row (this process only), and on `clickhouse-go`, when
-// `output` ran before it, x-slower: the baseline's rows/s over the
-// output's (over all of its runs in this process). Each iteration checks
-// that ClickHouse holds every row.
+// allocs/row and B/row (this process only), cpu-µs/row (this process's
+// CPU: the client's cost, steadier than wall time on a machine whose
+// cores ClickHouse shares), and on `clickhouse-go`, when `output` ran
+// before it, x-slower and cpu-x-slower: the baseline's rows/s over the
+// output's, and the output's CPU per row over the baseline's (over all of
+// the output's runs in this process). Each iteration checks that
+// ClickHouse holds every row.
 func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 	n := benchRows()
 	r := newPgbenchRig(b, "walshadow_bench")
@@ -307,18 +317,36 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 	ctx := context.Background()
 	// The output's rows and timed seconds over every run in this process
 	// (-count runs each sub-benchmark several times in a row).
-	var outputRows, outputSeconds float64
+	var outputRows, outputSeconds, outputCPU float64
 	outputRuns := 0
+	var lastCPU float64 // the last timed call's CPU seconds
 
-	// timed runs write(ctx) b.N times into t, each from an empty table,
-	// and reports the rate and allocations per row; it returns the rows
-	// written.
-	timed := func(b *testing.B, t clickhouse.Target, prepare func(run int), write func(ctx context.Context) error) float64 {
+	// timed runs write(ctx, untimed) b.N times into t, each from an empty
+	// table, and reports the rate and allocations per row; it returns the
+	// rows written. What write runs through untimed counts in none of the
+	// figures (time, CPU, allocations); both paths call it before each
+	// batch, and it collects the garbage before the timer restarts, so
+	// that neither path is charged the collection of what the other's
+	// preparation (the processor's messages) left.
+	timed := func(b *testing.B, t clickhouse.Target, prepare func(run int), write func(ctx context.Context, untimed func(func())) error) float64 {
 		b.SetBytes(int64(n) * pgbenchRowBytes)
 		b.ReportAllocs()
 		var mallocs, allocBytes uint64
 		var cpu time.Duration
 		var ms runtime.MemStats
+		untimed := func(f func()) {
+			b.StopTimer()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			cpu0 := processCPU(b)
+			f()
+			runtime.GC()
+			cpu -= processCPU(b) - cpu0
+			runtime.ReadMemStats(&ms)
+			mallocs -= ms.Mallocs - before.Mallocs
+			allocBytes -= ms.TotalAlloc - before.TotalAlloc
+			b.StartTimer()
+		}
 		b.ResetTimer()
 		for run := range b.N {
 			b.StopTimer()
@@ -329,7 +357,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 			mallocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
 			cpu0 := processCPU(b)
 			b.StartTimer()
-			if err := write(ctx); err != nil {
+			if err := write(ctx, untimed); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -348,6 +376,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		// This process's CPU (not ClickHouse's): what the client side costs,
 		// steadier than rows/s on a machine ClickHouse's merges share.
 		b.ReportMetric(float64(cpu.Microseconds())/total, "cpu-µs/row")
+		lastCPU = cpu.Seconds()
 		return total
 	}
 
@@ -355,17 +384,16 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		// Each run (of every b.N the benchmark is called with) writes the
 		// rows as later transactions: the same ones again would be a
 		// replay, which the output skips.
-		var msgs []*service.Message
+		var shift wal.LSN
 		prepare := func(int) {
-			msgs = nil
-			runtime.GC()
-			msgs = pgbenchMessages(rows, wal.LSN(outputRuns)*wal.LSN(n+1)*pgbenchRowWAL)
+			shift = wal.LSN(outputRuns) * wal.LSN(n+1) * pgbenchRowWAL
 			outputRuns++
 		}
-		outputRows += timed(b, r.target, prepare, func(ctx context.Context) error {
-			return writeThroughOutput(ctx, r.out, msgs)
+		outputRows += timed(b, r.target, prepare, func(ctx context.Context, untimed func(func())) error {
+			return writeThroughOutput(ctx, r.out, rows, shift, untimed)
 		})
 		outputSeconds += b.Elapsed().Seconds()
+		outputCPU += lastCPU
 	})
 	b.Run("clickhouse-go", func(b *testing.B) {
 		p, err := newPlainInserter(ctx, r, plain)
@@ -373,11 +401,15 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.conn.Close()
-		rate := timed(b, plain, func(int) {}, func(ctx context.Context) error { return p.write(ctx, rows) }) / b.Elapsed().Seconds()
+		total := timed(b, plain, func(int) {}, func(ctx context.Context, untimed func(func())) error { return p.write(ctx, rows, untimed) })
+		rate := total / b.Elapsed().Seconds()
 		if outputSeconds > 0 {
 			outputRate := outputRows / outputSeconds
+			cpuRatio := (outputCPU / outputRows) / (lastCPU / total)
 			b.ReportMetric(rate/outputRate, "x-slower")
-			b.Logf("%d rows a run: output %.0f rows/s (its runs in this process), clickhouse-go %.0f rows/s: the output is %.2fx slower", n, outputRate, rate, rate/outputRate)
+			b.ReportMetric(cpuRatio, "cpu-x-slower")
+			b.Logf("%d rows a run: output %.0f rows/s and %.3f cpu-µs/row (its runs in this process), clickhouse-go %.0f rows/s and %.3f cpu-µs/row: the output is %.2fx slower, %.2fx the CPU",
+				n, outputRate, 1e6*outputCPU/outputRows, rate, 1e6*lastCPU/total, rate/outputRate, cpuRatio)
 		}
 	})
 }
@@ -392,7 +424,7 @@ func TestOutputWritesPgbenchRows(t *testing.T) {
 	rows := pgbenchRows(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := writeThroughOutput(ctx, r.out, pgbenchMessages(rows, 0)); err != nil {
+	if err := writeThroughOutput(ctx, r.out, rows, 0, func(f func()) { f() }); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.finalCount(t, r.target); got != n {
@@ -427,7 +459,7 @@ func TestOutputWritesPgbenchRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.conn.Close()
-	if err := p.write(ctx, rows); err != nil {
+	if err := p.write(ctx, rows, func(f func()) { f() }); err != nil {
 		t.Fatal(err)
 	}
 	digest := func(tbl clickhouse.Target) string {
@@ -439,11 +471,13 @@ func TestOutputWritesPgbenchRows(t *testing.T) {
 	}
 }
 
-// processCPU is this process's own user and system CPU time so far.
+// processCPU is this process's own user and system CPU time so far, to
+// the microsecond (getrusage: /proc's clock ticks are 10 ms, too coarse
+// for the many short windows the benchmark leaves out).
 func processCPU(tb testing.TB) time.Duration {
-	cpu, err := testrig.ReadProcCPU(os.Getpid())
-	if err != nil {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		tb.Fatal(err)
 	}
-	return cpu.Own
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -446,6 +446,9 @@ type chOutput struct {
 	store  *clickhouse.Store
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up
+	// lastShape is the shape shapeOf returned last.
+	lastShapeKey shapeKey
+	lastShape    *rowShape
 	// writtenBefore: transactions committed below it are applied
 	// (written.json); replays of them are skipped.
 	writtenBefore wal.LSN
@@ -469,8 +472,6 @@ type chOutput struct {
 	// deferred are the current batch's updates waiting for their table's
 	// load (handed to loads once the batch is written).
 	deferred []deferredRow
-	// filled is addRow's scratch.
-	filled []bool
 	// reorderSeen: a batch arrived before an earlier one (logged once).
 	reorderSeen atomic.Bool
 	// inOutput are the session batches (epoch, seq) inside WriteBatch.

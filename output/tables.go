@@ -1,6 +1,8 @@
 package output
 
 import (
+	"fmt"
+
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 )
@@ -27,46 +29,64 @@ type tableState struct {
 	// zero are the mapped columns' zero values (a delete marker's).
 	zero []any
 
-	rows  [][]any
-	bytes int
-	// slab is where newRow cuts rows from: one allocation for many rows.
-	slab []any
+	// block is the pending rows (nil until the first): typed columns,
+	// reused after each flush.
+	block *clickhouse.Block
 	// plans caches, per row shape, each payload column name's index in
 	// cols (-1: not replicated); planShape/plan is the last one used.
-	plans     map[*rowShape]map[string]int
+	plans     map[*rowShape]*rowPlan
 	planShape *rowShape
-	plan      map[string]int
+	plan      *rowPlan
 }
 
-// rowSlabRows is how many rows newRow allocates at once.
-const rowSlabRows = 256
-
-// newRow is a zeroed row of len(cols) values. Rows share slabs, never
-// reused: a row kept past its flush (a deferred row, a prior version)
-// stays valid.
-func (ts *tableState) newRow() []any {
-	n := len(ts.cols)
-	if len(ts.slab) < n {
-		ts.slab = make([]any, n*rowSlabRows)
+// pending is the block of pending rows.
+func (ts *tableState) pending() *clickhouse.Block {
+	if ts.block == nil {
+		ts.block = clickhouse.NewBlock(ts.cols)
 	}
-	row := ts.slab[:n:n]
-	ts.slab = ts.slab[n:]
-	return row
+	return ts.block
 }
 
-// planOf is the name → index cache of a row shape. The agreement a
-// tableState is built from never changes under it, so an index found once
-// holds for every row of the shape.
-func (ts *tableState) planOf(shape *rowShape) map[string]int {
+// rowCount is the pending rows.
+func (ts *tableState) rowCount() int {
+	if ts.block == nil {
+		return 0
+	}
+	return ts.block.Len()
+}
+
+// rowPlan is where a row shape's payload columns go: each name's index
+// in cols (-1: not replicated), learnt as names are first met.
+type rowPlan struct {
+	index map[string]int
+	known []plannedColumn // the same, in the order learnt
+}
+
+type plannedColumn struct {
+	name string
+	idx  int
+}
+
+func (p *rowPlan) learn(name string, idx int) {
+	if _, ok := p.index[name]; !ok {
+		p.known = append(p.known, plannedColumn{name, idx})
+	}
+	p.index[name] = idx
+}
+
+// planOf is the plan of a row shape. The agreement a tableState is built
+// from never changes under it, so an index found once holds for every row
+// of the shape.
+func (ts *tableState) planOf(shape *rowShape) *rowPlan {
 	if ts.planShape == shape {
 		return ts.plan
 	}
 	if ts.plans == nil {
-		ts.plans = map[*rowShape]map[string]int{}
+		ts.plans = map[*rowShape]*rowPlan{}
 	}
 	p := ts.plans[shape]
 	if p == nil {
-		p = make(map[string]int, len(shape.attnums))
+		p = &rowPlan{index: make(map[string]int, len(shape.attnums))}
 		ts.plans[shape] = p
 	}
 	ts.planShape, ts.plan = shape, p
@@ -115,76 +135,103 @@ func (ts *tableState) setTID(row []any, filenode uint32, block uint32, off uint1
 	row[ts.fileIdx], row[ts.fileIdx+1], row[ts.fileIdx+2] = filenode, block, off
 }
 
-// deleted reports whether a pending row is a delete marker.
-func (ts *tableState) deleted(row []any) bool {
-	v, _ := row[ts.delIdx].(uint8)
+// putTID puts a physical table's row identity into the open row.
+func (ts *tableState) putTID(filenode uint32, block uint32, off uint16) {
+	b := ts.pending()
+	clickhouse.PutValue(b, ts.fileIdx, filenode)
+	clickhouse.PutValue(b, ts.fileIdx+1, block)
+	clickhouse.PutValue(b, ts.fileIdx+2, off)
+}
+
+// putVersion puts the change's version columns (_lsn, _xid, the commit
+// time, _is_deleted) into the open row.
+func (ts *tableState) putVersion(c change, deleted bool) {
+	b := ts.pending()
+	clickhouse.PutValue(b, ts.lsnIdx, uint64(c.lsn))
+	clickhouse.PutValue(b, ts.xidIdx, c.xid)
+	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {
+		clickhouse.PutValue(b, ts.tsIdx, c.commitTime.UTC())
+	} else {
+		clickhouse.PutValue(b, ts.tsIdx, uint64(c.commitTime.UnixMicro()))
+	}
+	var del uint8
+	if deleted {
+		del = 1
+	}
+	clickhouse.PutValue(b, ts.delIdx, del)
+}
+
+// deletedAt reports whether pending row i is a delete marker.
+func (ts *tableState) deletedAt(i int) bool {
+	v, _ := clickhouse.ValueOf[uint8](ts.block, i, ts.delIdx)
 	return v == 1
 }
 
-func (ts *tableState) rowLSN(row []any) uint64 {
-	v, _ := row[ts.lsnIdx].(uint64)
+// lsnAt is pending row i's _lsn.
+func (ts *tableState) lsnAt(i int) uint64 {
+	v, _ := clickhouse.ValueOf[uint64](ts.block, i, ts.lsnIdx)
 	return v
 }
 
-// sameKey reports whether two rows have equal sorting-key values (false
-// for a table without a key: its rows are a change log).
-func (ts *tableState) sameKey(a, b []any) bool {
+// sameKeyAt reports whether pending row i has key's sorting-key values
+// (key in the table's column layout; false for a table without a key:
+// its rows are a change log).
+func (ts *tableState) sameKeyAt(i int, key []any) bool {
 	if len(ts.keyIdx) == 0 {
 		return false
 	}
-	for _, i := range ts.keyIdx {
-		if !equalValue(a[i], b[i]) {
+	for _, k := range ts.keyIdx {
+		if !equalValue(ts.block.Value(i, k), key[k]) {
 			return false
 		}
 	}
 	return true
 }
 
-// findLatest returns the newest pending row with key's values (a row of
-// the same shape as the pending ones), skipping the delete marker at
-// skipLSN (the first half of a key-changing update being written).
+// findLatest returns the newest pending row with key's values, skipping
+// the delete marker at skipLSN (the first half of a key-changing update
+// being written).
 func (ts *tableState) findLatest(key []any, skipLSN uint64) []any {
-	for r := len(ts.rows) - 1; r >= 0; r-- {
-		row := ts.rows[r]
-		if ts.sameKey(row, key) && !(ts.deleted(row) && ts.rowLSN(row) == skipLSN) {
-			return row
+	for r := ts.rowCount() - 1; r >= 0; r-- {
+		if ts.sameKeyAt(r, key) && !(ts.deletedAt(r) && ts.lsnAt(r) == skipLSN) {
+			return ts.block.Row(r)
 		}
 	}
 	return nil
 }
 
-// add appends a row. An upsert right after a delete marker of the same key
-// at the same LSN (REPLICA IDENTITY FULL logs every update as the pair)
-// replaces the marker: both would carry the same version, and which of two
-// equal versions ReplacingMergeTree keeps is not specified.
-func (ts *tableState) add(row []any, size int) {
-	if n := len(ts.rows); n > 0 && !ts.deleted(row) {
-		last := ts.rows[n-1]
-		if ts.deleted(last) && ts.rowLSN(last) == ts.rowLSN(row) && ts.sameKey(last, row) {
-			ts.rows = ts.rows[:n-1]
-		}
+// endRow ends the open row. An upsert right after a delete marker of the
+// same key at the same LSN (REPLICA IDENTITY FULL logs every update as the
+// pair) replaces the marker: both would carry the same version, and which
+// of two equal versions ReplacingMergeTree keeps is not specified.
+func (ts *tableState) endRow() error {
+	b := ts.block
+	if err := b.EndRow(); err != nil {
+		return fmt.Errorf("%s: %w", ts.label, err)
 	}
-	if ts.rows == nil {
-		ts.rows = make([][]any, 0, 1024)
+	n := b.Len()
+	if n > 1 && !ts.deletedAt(n-1) && ts.deletedAt(n-2) && ts.lsnAt(n-2) == ts.lsnAt(n-1) && len(ts.keyIdx) > 0 &&
+		ts.sameKeyAt(n-2, b.Row(n-1)) {
+		b.Remove(n - 2)
 	}
-	ts.rows = append(ts.rows, row)
-	ts.bytes += size
+	return nil
 }
 
+// reset empties the pending rows, keeping the block's buffers.
 func (ts *tableState) reset() {
-	ts.rows = nil
-	ts.bytes = 0
+	if ts.block != nil {
+		ts.block.Truncate(0)
+	}
 }
 
-// deleteMarker is a physical table's delete of tuple (block, off) of
-// filenode, at row's version: its key, zero values, _is_deleted = 1.
-func (ts *tableState) deleteMarker(row []any, filenode, block uint32, off uint16) []any {
-	m := ts.newRow()
+// addMarker adds a physical table's delete of tuple (block, off) of
+// filenode, at c's version: zero values, _is_deleted = 1.
+func (ts *tableState) addMarker(c change, filenode, block uint32, off uint16) error {
+	b := ts.pending()
 	for i := range ts.agreed.Columns {
-		m[i] = ts.zero[i]
+		b.PutConverted(i, ts.zero[i])
 	}
-	copy(m[ts.lsnIdx:ts.delIdx], row[ts.lsnIdx:ts.delIdx])
-	m[ts.delIdx] = uint8(1)
-	ts.setTID(m, filenode, block, off)
-	return m
+	ts.putVersion(c, true)
+	ts.putTID(filenode, block, off)
+	return ts.endRow()
 }

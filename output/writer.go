@@ -216,6 +216,9 @@ var parsedPool = sync.Pool{New: func() any { return new(parsedBatch) }}
 
 func parseBatch(batch service.MessageBatch) *parsedBatch {
 	pb := parsedPool.Get().(*parsedBatch)
+	if cap(pb.changes) < len(batch) {
+		pb.changes = make([]parsedChange, 0, len(batch))
+	}
 	var last uint64
 	for _, m := range batch {
 		c, err := changeOf(m)
@@ -369,7 +372,11 @@ type shapeKey struct {
 // the log are immutable, so the memo only saves the lookup.
 func (o *chOutput) shapeOf(oid uint32, version wal.LSN) (*rowShape, error) {
 	k := shapeKey{oid, version}
+	if o.lastShape != nil && o.lastShapeKey == k {
+		return o.lastShape, nil // (a transaction's rows are mostly of one table)
+	}
 	if s := o.shapes[k]; s != nil {
+		o.lastShapeKey, o.lastShape = k, s
 		return s, nil
 	}
 	log := o.sess.DescLog()
@@ -443,62 +450,102 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if !ok {
 		return fmt.Errorf("%s of %s at %s: payload is %T, not an object of columns", c.op, ts.label, c.lsn, payload)
 	}
-	row := ts.newRow()
-	filled := o.filledScratch(len(ts.cols))
-	size := 0
+	b := ts.pending()
+	// The rows this change adds stand only when all went well: otherwise
+	// they are dropped (a deferred row keeps only its marker).
+	keep, err := o.fillRow(ctx, ts, shape, c, id, fields, pair)
+	if keep >= 0 {
+		b.Truncate(keep)
+	}
+	if err != nil || keep >= 0 {
+		return err
+	}
+	if (b.Len() >= o.s.batchRows || b.Bytes() >= o.s.batchBytes) && !(c.op == msg.OperationDelete && c.keyChanged) {
+		// (Never between the halves of a key-changing update: the update
+		// takes its unchanged TOAST columns from the pending delete half.)
+		return o.flush(ctx, ts)
+	}
+	return nil
+}
+
+// fillRow puts the change's row (after its marker, for an update of a
+// physical table) into the table's block and ends it. keep is -1 when the
+// row stands, else the pending rows to keep: the row, and its marker
+// unless the row is deferred, are to be dropped.
+func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape, c change, id rowIdentity, fields map[string]any, pair *service.Message) (keep int, err error) {
+	b := ts.block
+	mark := b.Len()
+	if id.hasOld {
+		// The tuple the update replaced is gone (its marker goes first,
+		// while no row is open).
+		if err := ts.addMarker(c, id.filenode, id.oldBlock, id.oldOff); err != nil {
+			return mark, err
+		}
+	}
+	// The columns the shape's rows had so far, looked up by name; then,
+	// if the payload has others, every one of its columns.
 	plan := ts.planOf(shape)
-	for name, v := range fields {
-		idx, known := plan[name]
-		if !known {
-			if idx, err = o.columnIndex(ts, shape, c, name); err != nil {
-				return err
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if idx < 0 {
+	found := 0
+	for _, pc := range plan.known {
+		v, ok := fields[pc.name]
+		if !ok {
 			continue
 		}
-		cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
-		if err != nil {
-			return fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[idx].Name, err)
+		found++
+		if pc.idx < 0 {
+			continue
 		}
-		row[idx], filled[idx] = cv, true
-		size += valueSize(cv)
+		if err := b.Put(pc.idx, v); err != nil {
+			return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[pc.idx].Name, err)
+		}
+	}
+	if found < len(fields) {
+		for name, v := range fields {
+			if _, known := plan.index[name]; known {
+				continue
+			}
+			idx, err := o.columnIndex(ts, shape, c, name)
+			if err != nil {
+				return mark, err
+			}
+			if idx < 0 {
+				continue
+			}
+			if err := b.Put(idx, v); err != nil {
+				return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[idx].Name, err)
+			}
+		}
 	}
 	isDelete := c.op == msg.OperationDelete
 	if ts.layout == clickhouse.LayoutPhysical {
-		ts.setTID(row, id.filenode, id.block, id.off)
-		for i := ts.fileIdx; i < ts.fileIdx+3; i++ {
-			filled[i] = true
-		}
+		ts.putTID(id.filenode, id.block, id.off)
 	}
 	if isDelete {
 		for _, i := range ts.keyIdx {
-			if !filled[i] {
-				return fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.cols[i].Name)
+			if !b.Filled(i) {
+				return mark, fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.cols[i].Name)
 			}
 		}
 		for i, mc := range ts.agreed.Columns {
-			if !filled[i] && len(ts.keyIdx) == 0 && !shape.has(mc.Attnum) {
+			if b.Filled(i) {
+				continue
+			}
+			if len(ts.keyIdx) == 0 && !shape.has(mc.Attnum) {
 				// A change log's delete is the whole deleted image: a column
 				// added after the row's shape reads its missing value, as
 				// the inserted image of the row does.
 				v, err := o.absentValue(ts, shape, c, mc)
 				if err != nil {
-					return err
+					return mark, err
 				}
-				row[i], filled[i] = v, true
+				b.PutConverted(i, v)
 				continue
 			}
-			if !filled[i] {
-				zero, err := clickhouse.ConvertValue(ts.cols[i], clickhouse.Zero)
-				if err != nil {
-					return fmt.Errorf("delete of %s at %s: column %s: %w", ts.label, c.lsn, ts.cols[i].Name, err)
-				}
-				row[i], filled[i] = zero, true
+			zero, err := clickhouse.ConvertValue(ts.cols[i], clickhouse.Zero)
+			if err != nil {
+				return mark, fmt.Errorf("delete of %s at %s: column %s: %w", ts.label, c.lsn, ts.cols[i].Name, err)
 			}
+			b.PutConverted(i, zero)
 		}
 	}
 	var deferred *deferredToast
@@ -509,65 +556,49 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 			old = make([]any, len(ts.cols))
 			ts.setTID(old, id.filenode, id.oldBlock, id.oldOff)
 		}
-		if err := o.carryUnchanged(ctx, ts, shape, c, row, filled, pair, old); err != nil {
+		if err := o.carryUnchanged(ctx, ts, shape, c, pair, old); err != nil {
 			if errors.Is(err, errSuperseded) {
 				o.m.superseded.Incr(1)
-				return nil
+				return mark, nil // (its marker too is dropped)
 			}
-			if !errors.As(err, &deferred) {
-				return err
+			var d *deferredToast // (on the heap only when it is one)
+			if !errors.As(err, &d) {
+				return mark, err
 			}
+			deferred = d
 			for _, idx := range deferred.want {
-				filled[idx] = true // filled at the load's publish
+				b.PutConverted(idx, nil) // filled at the load's publish
 			}
 		}
 	}
-	for i, mc := range ts.agreed.Columns {
-		if filled[i] {
+	for i := range ts.agreed.Columns {
+		if b.Filled(i) {
 			continue
 		}
-		v, err := o.absentValue(ts, shape, c, mc)
+		v, err := o.absentValue(ts, shape, c, ts.agreed.Columns[i])
 		if err != nil {
-			return err
+			return mark, err
 		}
-		row[i] = v
+		b.PutConverted(i, v)
 	}
-	row[ts.lsnIdx] = uint64(c.lsn)
-	row[ts.xidIdx] = c.xid
-	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {
-		row[ts.tsIdx] = c.commitTime.UTC()
-	} else {
-		row[ts.tsIdx] = uint64(c.commitTime.UnixMicro())
-	}
-	if isDelete {
-		row[ts.delIdx] = uint8(1)
-	} else {
-		row[ts.delIdx] = uint8(0)
-	}
+	ts.putVersion(c, isDelete)
 	if ts.seqIdx >= 0 {
 		// (_lsn, _seq) names the image: a replay after a restart writes
 		// the same pair, and the change-log row replaces itself.
 		if c.recordIndex < 0 {
-			return fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, msg.KeyRecordIndex)
+			return mark, fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, msg.KeyRecordIndex)
 		}
-		row[ts.seqIdx] = uint32(c.recordIndex)
-	}
-	if id.hasOld {
-		// The tuple the update replaced is gone.
-		ts.add(ts.deleteMarker(row, id.filenode, id.oldBlock, id.oldOff), 24)
+		clickhouse.PutValue(b, ts.seqIdx, uint32(c.recordIndex))
 	}
 	if deferred != nil {
-		o.deferred = append(o.deferred, deferredRow{oid: c.oid, row: row, key: deferred.key, want: deferred.want,
+		o.deferred = append(o.deferred, deferredRow{oid: c.oid, row: b.Row(b.Len()), key: deferred.key, want: deferred.want,
 			lsn: c.lsn, commit: c.commitLSN, xid: c.xid})
-		return nil
+		return b.Len(), nil // the row waits; its marker, if any, is written
 	}
-	ts.add(row, size+24)
-	if (len(ts.rows) >= o.s.batchRows || ts.bytes >= o.s.batchBytes) && !(isDelete && c.keyChanged) {
-		// (Never between the halves of a key-changing update: the update
-		// takes its unchanged TOAST columns from the pending delete half.)
-		return o.flush(ctx, ts)
+	if err := ts.endRow(); err != nil {
+		return mark, err
 	}
-	return nil
+	return -1, nil
 }
 
 // columnIndex maps a payload column (named as in the row's shape) to its
@@ -578,11 +609,11 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 		return 0, fmt.Errorf("%s of %s at %s: column %q is not in the relation's shape at version %s", c.op, ts.label, c.lsn, name, c.version)
 	}
 	if idx, ok := ts.byAttnum[attnum]; ok {
-		ts.planOf(shape)[name] = idx
+		ts.planOf(shape).learn(name, idx)
 		return idx, nil
 	}
 	if _, known := ts.shape[attnum]; known {
-		ts.planOf(shape)[name] = -1
+		ts.planOf(shape).learn(name, -1)
 		return -1, nil // excluded by configuration
 	}
 	if ts.agreed.ValidFrom > c.lsn {
@@ -591,17 +622,6 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 		return -1, nil
 	}
 	return 0, fmt.Errorf("%s of %s at %s: column %q (attnum %d) is not in the agreed shape (version %s): a schema change was not applied", c.op, ts.label, c.lsn, name, attnum, ts.agreed.ValidFrom)
-}
-
-// filledScratch is a cleared []bool of n for one row's bookkeeping (rows
-// are built one at a time; it is not kept past addRow).
-func (o *chOutput) filledScratch(n int) []bool {
-	if cap(o.filled) < n {
-		o.filled = make([]bool, n)
-	}
-	o.filled = o.filled[:n]
-	clear(o.filled)
-	return o.filled
 }
 
 // absentValue is the value of a mapped column the row does not carry: the
@@ -633,14 +653,15 @@ func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc cli
 //
 // old, when not nil, holds the key of the row's earlier version (a
 // physical table's update: the tuple it replaced).
-func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, row []any, filled []bool, pair *service.Message, old []any) error {
+func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, pair *service.Message, old []any) error {
+	b := ts.block // the row is the open one
 	var want []int
 	for _, name := range c.omitted {
 		idx, err := o.columnIndex(ts, shape, c, name)
 		if err != nil {
 			return err
 		}
-		if idx >= 0 && !filled[idx] {
+		if idx >= 0 && !b.Filled(idx) {
 			want = append(want, idx)
 		}
 	}
@@ -657,11 +678,9 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 						rest = append(rest, idx)
 						continue
 					}
-					cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
-					if err != nil {
+					if err := b.Put(idx, v); err != nil {
 						return fmt.Errorf("update of %s at %s: column %s from the old row: %w", ts.label, c.lsn, ts.cols[idx].Name, err)
 					}
-					row[idx], filled[idx] = cv, true
 				}
 				want = rest
 			}
@@ -678,22 +697,22 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		copy(key, old)
 	} else if pair != nil {
 		// The old key: the delete half is the newest pending row.
-		if n := len(ts.rows); n > 0 && ts.deleted(ts.rows[n-1]) && ts.rowLSN(ts.rows[n-1]) == uint64(c.lsn) {
-			copy(key, ts.rows[n-1])
+		if n := b.Len(); n > 0 && ts.deletedAt(n-1) && ts.lsnAt(n-1) == uint64(c.lsn) {
+			key = b.Row(n - 1)
 		} else {
 			return fmt.Errorf("update of %s at %s: the old key of the key-changing update is not pending", ts.label, c.lsn)
 		}
 	} else {
 		for _, i := range ts.keyIdx {
-			key[i] = row[i]
+			key[i] = b.Value(b.Len(), i)
 		}
 	}
 	if prior := ts.findLatest(key, uint64(c.lsn)); prior != nil {
-		if ts.deleted(prior) {
+		if v, _ := prior[ts.delIdx].(uint8); v == 1 {
 			return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key whose newest row is a delete", ts.label, c.lsn, ts.cols[want[0]].Name)
 		}
 		for _, idx := range want {
-			row[idx], filled[idx] = prior[idx], true
+			b.PutConverted(idx, prior[idx])
 		}
 		return nil
 	}
@@ -731,7 +750,7 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key ClickHouse holds as deleted", ts.label, c.lsn, ts.cols[want[0]].Name)
 	}
 	for j, idx := range want {
-		row[idx], filled[idx] = got[0][j], true
+		b.PutConverted(idx, got[0][j])
 	}
 	return nil
 }
@@ -743,14 +762,14 @@ var errSuperseded = errors.New("superseded by a newer version of its key on Clic
 
 // flush inserts one table's pending rows.
 func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
-	if len(ts.rows) == 0 {
+	if ts.rowCount() == 0 {
 		return nil
 	}
 	start := time.Now()
 	budget := o.s.insertTimeout*time.Duration(o.s.retry.MaxAttempts) + o.s.retry.Max*time.Duration(o.s.retry.MaxAttempts)
 	ictx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	err := o.conn.InsertRetrying(ictx, ts.agreed.Target, ts.cols, ts.rows, o.s.retry, func(attempt int, err error) {
+	err := o.conn.InsertBlockRetrying(ictx, ts.agreed.Target, ts.block, o.s.retry, func(attempt int, err error) {
 		o.m.retries.Incr(1)
 		o.log.Warnf("insert into %s failed (attempt %d), retrying: %v", ts.label, attempt, err)
 	})
@@ -759,8 +778,8 @@ func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
 	}
 	o.m.insertLatency.Timing(time.Since(start).Nanoseconds())
 	o.m.inserts.Incr(1, ts.label)
-	o.m.rows.Incr(int64(len(ts.rows)), ts.label)
-	o.m.bytes.Incr(int64(ts.bytes), ts.label)
+	o.m.rows.Incr(int64(ts.block.Len()), ts.label)
+	o.m.bytes.Incr(int64(ts.block.Bytes()), ts.label)
 	ts.reset()
 	return nil
 }
@@ -771,7 +790,7 @@ func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
 func (o *chOutput) flushAll(ctx context.Context) error {
 	var pending []*tableState
 	for _, ts := range o.tables {
-		if len(ts.rows) > 0 {
+		if ts.rowCount() > 0 {
 			pending = append(pending, ts)
 		}
 	}
@@ -807,7 +826,7 @@ func (o *chOutput) flushAll(ctx context.Context) error {
 		}
 		ts := pending[i]
 		// The block's first change: where the table stopped being written.
-		if err := o.contain(ctx, ts.agreed.Oid, wal.LSN(ts.rowLSN(ts.rows[0])), fmt.Errorf("inserting into %s: %w", ts.label, err)); err != nil {
+		if err := o.contain(ctx, ts.agreed.Oid, wal.LSN(ts.lsnAt(0)), fmt.Errorf("inserting into %s: %w", ts.label, err)); err != nil {
 			global = append(global, err)
 		}
 	}

@@ -226,6 +226,35 @@ func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][
 	if len(rows) == 0 {
 		return nil
 	}
+	b, err := BlockOf(cols, rows)
+	if err != nil {
+		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+	}
+	return c.InsertBlock(ctx, t, b)
+}
+
+// BlockOf is rows (values as ConvertValue returns them) as a Block.
+func BlockOf(cols []ColumnSpec, rows [][]any) (*Block, error) {
+	b := NewBlock(cols)
+	for i, row := range rows {
+		if len(row) != len(cols) {
+			return nil, fmt.Errorf("row %d has %d values for %d columns", i, len(row), len(cols))
+		}
+		for j, v := range row {
+			b.PutConverted(j, v)
+		}
+		b.rows++
+	}
+	return b, nil
+}
+
+// InsertBlock inserts the block's ended rows in one INSERT: a column at a
+// time when every column holds one Go type, else row by row.
+func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	cols := b.Columns()
 	if len(cols) == 0 {
 		return fmt.Errorf("inserting into %s: no columns", QuoteQualified(t))
 	}
@@ -244,51 +273,46 @@ func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][
 				QuoteQualified(t), QuoteIdent(cols[i].Name), col.Type(), cols[i].TypeSQL(), ErrTypeMismatch)
 		}
 	}
-	for i, row := range rows {
-		if len(row) != len(cols) {
-			batch.Abort()
-			return fmt.Errorf("inserting into %s: row %d has %d values for %d columns", QuoteQualified(t), i, len(row), len(cols))
-		}
-	}
-	if block, ok := columnar(cols, rows); ok {
+	if block, ok := b.typedColumns(); ok {
 		for i, col := range block {
 			if err := batch.Column(i).Append(col); err != nil {
 				// A slice the column does not take: the rows go again, one
 				// by one, in a batch of their own.
 				batch.Abort()
-				return c.insertRows(ctx, t, cols, rows)
+				return c.insertRows(ctx, t, b)
 			}
 		}
-	} else if err := appendRows(batch, t, rows); err != nil {
+	} else if err := appendRows(batch, t, b); err != nil {
 		return err
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
+		return fmt.Errorf("inserting %d rows into %s: %w", b.Len(), QuoteQualified(t), err)
 	}
 	return nil
 }
 
-// insertRows is Insert with every row appended on its own (the path for
-// blocks columnar does not build).
-func (c *Conn) insertRows(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any) error {
-	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(cols)+")")
+// insertRows is InsertBlock with every row appended on its own (the path
+// for blocks that cannot go a column at a time).
+func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
+	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(b.Columns())+")")
 	if err != nil {
 		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
 	}
 	defer batch.Close()
-	if err := appendRows(batch, t, rows); err != nil {
+	if err := appendRows(batch, t, b); err != nil {
 		return err
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("inserting %d rows into %s: %w", len(rows), QuoteQualified(t), err)
+		return fmt.Errorf("inserting %d rows into %s: %w", b.Len(), QuoteQualified(t), err)
 	}
 	return nil
 }
 
-// appendRows appends rows one by one (aborting the batch on a refusal).
-func appendRows(batch driver.Batch, t Target, rows [][]any) error {
-	for i, row := range rows {
-		if err := batch.Append(row...); err != nil {
+// appendRows appends the block's rows one by one (aborting the batch on a
+// refusal).
+func appendRows(batch driver.Batch, t Target, b *Block) error {
+	for i := range b.Len() {
+		if err := batch.Append(b.Row(i)...); err != nil {
 			batch.Abort()
 			return fmt.Errorf("inserting into %s: row %d: %w", QuoteQualified(t), i, err)
 		}
@@ -556,10 +580,23 @@ func IsRetryable(err error) bool {
 // the server writes its rows twice: harmless for ReplacingMergeTree tables
 // (same key and _lsn), a duplicate in a MergeTree change log.
 func (c *Conn) InsertRetrying(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any, p RetryPolicy, onRetry func(attempt int, err error)) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	b, err := BlockOf(cols, rows)
+	if err != nil {
+		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+	}
+	return c.InsertBlockRetrying(ctx, t, b, p, onRetry)
+}
+
+// InsertBlockRetrying is InsertBlock retried as InsertRetrying retries
+// Insert.
+func (c *Conn) InsertBlockRetrying(ctx context.Context, t Target, b *Block, p RetryPolicy, onRetry func(attempt int, err error)) error {
 	p = p.withDefaults()
 	wait := p.Initial
 	for attempt := 1; ; attempt++ {
-		err := c.Insert(ctx, t, cols, rows)
+		err := c.InsertBlock(ctx, t, b)
 		switch {
 		case err == nil:
 			return nil

@@ -117,6 +117,13 @@ func TestConnRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	insertCols := append(append([]ColumnSpec(nil), cols...), SyntheticColumns(c.Dialect())...)
+	// The same rows again, in one block filled with the decoded values
+	// (Block.Put), into a second table of the same shape.
+	viaPut := Target{Database: "default", Table: "round`trip_put"}
+	if err := c.Exec(ctx, "CREATE TABLE "+QuoteQualified(viaPut)+" AS "+QuoteQualified(target)); err != nil {
+		t.Fatal(err)
+	}
+	block := NewBlock(insertCols)
 	for row := 0; row < 3; row++ {
 		values := []any{int64(row)}
 		for _, tc := range cases {
@@ -139,10 +146,25 @@ func TestConnRoundTrip(t *testing.T) {
 			if converted[i], err = ConvertValue(insertCols[i], v); err != nil {
 				t.Fatalf("row %d: %v", row, err)
 			}
+			if err := block.Put(i, v); err != nil {
+				t.Fatalf("row %d: Put: %v", row, err)
+			}
+		}
+		if err := block.EndRow(); err != nil {
+			t.Fatal(err)
 		}
 		if err := c.Insert(ctx, target, insertCols, [][]any{converted}); err != nil {
 			t.Fatalf("row %d: %v", row, err)
 		}
+	}
+	if err := c.InsertBlock(ctx, viaPut, block); err != nil {
+		t.Fatal(err)
+	}
+	all := func(tbl Target) string {
+		return ch.HTTPQuery(t, "SELECT * FROM "+QuoteQualified(tbl)+" ORDER BY k FORMAT TSV")
+	}
+	if a, b := all(target), all(viaPut); a != b {
+		t.Errorf("rows inserted one by one from ConvertValue:\n%s\nrows of one block filled by Put:\n%s", a, b)
 	}
 	for i, tc := range cases {
 		for _, nullable := range []bool{false, true} {
