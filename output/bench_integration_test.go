@@ -294,124 +294,115 @@ func benchRows() int {
 	return 200_000
 }
 
-// BenchmarkOutputPgbenchAccounts measures rows/s into ClickHouse for a
-// pgbench_accounts-shaped table: `output` through the clickhouse_ddl
-// output (WriteBatch of walshadow_decode's messages, 10,000 a batch),
-// `clickhouse-go` the same rows with a plain PrepareBatch/Append/Send of
-// the same batch size into a table of the same shape and engine. One
-// iteration writes WALSHADOW_BENCH_ROWS rows (200,000 by default) whatever
-// b.N is (use -benchtime=1x); the table is truncated between iterations,
-// untimed. Metrics: rows/s, MB/s (b.SetBytes: a run's column data),
-// allocs/row and B/row (this process only), cpu-µs/row (this process's
-// CPU: the client's cost, steadier than wall time on a machine whose
-// cores ClickHouse shares), and on `clickhouse-go`, when `output` ran
-// before it, x-slower and cpu-x-slower: the baseline's rows/s over the
-// output's, and the output's CPU per row over the baseline's (over all of
-// the output's runs in this process). Each iteration checks that
-// ClickHouse holds every row.
+// BenchmarkOutputPgbenchAccounts measures writing a pgbench_accounts-shaped
+// table into ClickHouse two ways, alternately in each iteration (which
+// goes first alternates too), so that neither is favoured by drift in the
+// machine or the server: `output` through the clickhouse_ddl output
+// (WriteBatch of walshadow_decode's messages, 10,000 a batch), `plain` the
+// same rows with clickhouse-go's PrepareBatch/Append/Send of the same
+// batch size into a table of the same shape and engine. Each writes
+// WALSHADOW_BENCH_ROWS rows (200,000 by default) per iteration into its
+// emptied table and checks that ClickHouse holds every row. The output's
+// messages for a batch are built just before its WriteBatch, outside what
+// is measured, as the pipeline hands the output a batch the processor just
+// made; before each batch, both paths collect garbage outside the
+// measurement, so neither is charged the collection of the other's or of
+// the message building. Metrics per path: rows/s (wall), cpu-µs/row (this
+// process's CPU, getrusage: the client's cost, steadier than wall time on
+// a machine whose cores ClickHouse shares) and allocs/row, B/row; and the
+// ratios x-slower (plain's rows/s over the output's) and cpu-x-slower (the
+// output's CPU per row over plain's), over all iterations.
 func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 	n := benchRows()
 	r := newPgbenchRig(b, "walshadow_bench")
-	plain := r.createPlainTable(b)
+	plainTable := r.createPlainTable(b)
 	rows := pgbenchRows(n)
 	ctx := context.Background()
-	// The output's rows and timed seconds over every run in this process
-	// (-count runs each sub-benchmark several times in a row).
-	var outputRows, outputSeconds, outputCPU float64
-	outputRuns := 0
-	var lastCPU float64 // the last timed call's CPU seconds
+	p, err := newPlainInserter(ctx, r, plainTable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.conn.Close()
 
-	// timed runs write(ctx, untimed) b.N times into t, each from an empty
-	// table, and reports the rate and allocations per row; it returns the
-	// rows written. What write runs through untimed counts in none of the
-	// figures (time, CPU, allocations); both paths call it before each
-	// batch, and it collects the garbage before the timer restarts, so
-	// that neither path is charged the collection of what the other's
-	// preparation (the processor's messages) left.
-	timed := func(b *testing.B, t clickhouse.Target, prepare func(run int), write func(ctx context.Context, untimed func(func())) error) float64 {
-		b.SetBytes(int64(n) * pgbenchRowBytes)
-		b.ReportAllocs()
-		var mallocs, allocBytes uint64
-		var cpu time.Duration
-		var ms runtime.MemStats
+	// tally is one path's measurements over every iteration.
+	type tally struct {
+		wall, cpu         time.Duration
+		mallocs, allocled uint64
+	}
+	var out, plain tally
+	var ms runtime.MemStats
+	// measure empties t, then runs write(untimed) into it, adding its wall
+	// time, CPU and allocations to tl, less what write runs through
+	// untimed.
+	measure := func(tl *tally, t clickhouse.Target, write func(untimed func(func())) error) {
+		r.ch.HTTPQuery(b, "TRUNCATE TABLE "+clickhouse.QuoteQualified(t))
+		runtime.GC() // what an earlier run left is not this run's to collect
 		untimed := func(f func()) {
-			b.StopTimer()
-			var before runtime.MemStats
-			runtime.ReadMemStats(&before)
-			cpu0 := processCPU(b)
+			start, cpu0 := time.Now(), processCPU(b)
+			runtime.ReadMemStats(&ms)
+			m0, b0 := ms.Mallocs, ms.TotalAlloc
 			f()
 			runtime.GC()
-			cpu -= processCPU(b) - cpu0
 			runtime.ReadMemStats(&ms)
-			mallocs -= ms.Mallocs - before.Mallocs
-			allocBytes -= ms.TotalAlloc - before.TotalAlloc
-			b.StartTimer()
+			tl.mallocs -= ms.Mallocs - m0
+			tl.allocled -= ms.TotalAlloc - b0
+			tl.cpu -= processCPU(b) - cpu0
+			tl.wall -= time.Since(start)
 		}
-		b.ResetTimer()
-		for run := range b.N {
-			b.StopTimer()
-			r.ch.HTTPQuery(b, "TRUNCATE TABLE "+clickhouse.QuoteQualified(t))
-			prepare(run)
-			runtime.GC() // what an earlier run left is not this run's to collect
-			runtime.ReadMemStats(&ms)
-			mallocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
-			cpu0 := processCPU(b)
-			b.StartTimer()
-			if err := write(ctx, untimed); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			cpu += processCPU(b) - cpu0
-			runtime.ReadMemStats(&ms)
-			mallocs += ms.Mallocs - mallocs0
-			allocBytes += ms.TotalAlloc - bytes0
-			if got := r.finalCount(b, t); got != n {
-				b.Fatalf("%s holds %d rows after writing %d", clickhouse.QuoteQualified(t), got, n)
-			}
-		}
-		total := float64(n) * float64(b.N)
-		b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
-		b.ReportMetric(float64(mallocs)/total, "allocs/row")
-		b.ReportMetric(float64(allocBytes)/total, "B/row")
-		// This process's CPU (not ClickHouse's): what the client side costs,
-		// steadier than rows/s on a machine ClickHouse's merges share.
-		b.ReportMetric(float64(cpu.Microseconds())/total, "cpu-µs/row")
-		lastCPU = cpu.Seconds()
-		return total
-	}
-
-	b.Run("output", func(b *testing.B) {
-		// Each run (of every b.N the benchmark is called with) writes the
-		// rows as later transactions: the same ones again would be a
-		// replay, which the output skips.
-		var shift wal.LSN
-		prepare := func(int) {
-			shift = wal.LSN(outputRuns) * wal.LSN(n+1) * pgbenchRowWAL
-			outputRuns++
-		}
-		outputRows += timed(b, r.target, prepare, func(ctx context.Context, untimed func(func())) error {
-			return writeThroughOutput(ctx, r.out, rows, shift, untimed)
-		})
-		outputSeconds += b.Elapsed().Seconds()
-		outputCPU += lastCPU
-	})
-	b.Run("clickhouse-go", func(b *testing.B) {
-		p, err := newPlainInserter(ctx, r, plain)
-		if err != nil {
+		runtime.ReadMemStats(&ms)
+		m0, b0 := ms.Mallocs, ms.TotalAlloc
+		start, cpu0 := time.Now(), processCPU(b)
+		if err := write(untimed); err != nil {
 			b.Fatal(err)
 		}
-		defer p.conn.Close()
-		total := timed(b, plain, func(int) {}, func(ctx context.Context, untimed func(func())) error { return p.write(ctx, rows, untimed) })
-		rate := total / b.Elapsed().Seconds()
-		if outputSeconds > 0 {
-			outputRate := outputRows / outputSeconds
-			cpuRatio := (outputCPU / outputRows) / (lastCPU / total)
-			b.ReportMetric(rate/outputRate, "x-slower")
-			b.ReportMetric(cpuRatio, "cpu-x-slower")
-			b.Logf("%d rows a run: output %.0f rows/s and %.3f cpu-µs/row (its runs in this process), clickhouse-go %.0f rows/s and %.3f cpu-µs/row: the output is %.2fx slower, %.2fx the CPU",
-				n, outputRate, 1e6*outputCPU/outputRows, rate, 1e6*lastCPU/total, rate/outputRate, cpuRatio)
+		tl.wall += time.Since(start)
+		tl.cpu += processCPU(b) - cpu0
+		runtime.ReadMemStats(&ms)
+		tl.mallocs += ms.Mallocs - m0
+		tl.allocled += ms.TotalAlloc - b0
+		if got := r.finalCount(b, t); got != n {
+			b.Fatalf("%s holds %d rows after writing %d", clickhouse.QuoteQualified(t), got, n)
 		}
-	})
+	}
+	// Each iteration writes the rows as later transactions: the same ones
+	// again would be a replay, which the output skips.
+	writeOutput := func(run int) {
+		shift := wal.LSN(run) * wal.LSN(n+1) * pgbenchRowWAL
+		measure(&out, r.target, func(untimed func(func())) error {
+			return writeThroughOutput(ctx, r.out, rows, shift, untimed)
+		})
+	}
+	writePlain := func() {
+		measure(&plain, plainTable, func(untimed func(func())) error { return p.write(ctx, rows, untimed) })
+	}
+	b.SetBytes(2 * int64(n) * pgbenchRowBytes)
+	b.ResetTimer()
+	for run := range b.N {
+		if run%2 == 0 {
+			writeOutput(run)
+			writePlain()
+		} else {
+			writePlain()
+			writeOutput(run)
+		}
+	}
+	b.StopTimer()
+	total := float64(n) * float64(b.N)
+	for _, m := range []struct {
+		name string
+		tl   *tally
+	}{{"output", &out}, {"plain", &plain}} {
+		b.ReportMetric(total/m.tl.wall.Seconds(), m.name+"-rows/s")
+		b.ReportMetric(float64(m.tl.cpu.Nanoseconds())/1e3/total, m.name+"-cpu-µs/row")
+		b.ReportMetric(float64(m.tl.mallocs)/total, m.name+"-allocs/row")
+		b.ReportMetric(float64(m.tl.allocled)/total, m.name+"-B/row")
+	}
+	wallRatio := out.wall.Seconds() / plain.wall.Seconds()
+	cpuRatio := out.cpu.Seconds() / plain.cpu.Seconds()
+	b.ReportMetric(wallRatio, "x-slower")
+	b.ReportMetric(cpuRatio, "cpu-x-slower")
+	b.Logf("%d rows, %d iterations: output %.0f rows/s and %.3f cpu-µs/row, clickhouse-go %.0f rows/s and %.3f cpu-µs/row: the output takes %.2fx the time and %.2fx the CPU",
+		n, b.N, total/out.wall.Seconds(), out.cpu.Seconds()*1e6/total, total/plain.wall.Seconds(), plain.cpu.Seconds()*1e6/total, wallRatio, cpuRatio)
 }
 
 // TestOutputWritesPgbenchRows runs the benchmark's two paths with 5,000
