@@ -16,7 +16,6 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/msg"
-	"github.com/walshadow/walshadow/internal/shadow"
 	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/testrig"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -128,23 +127,6 @@ func pgbenchDescriptor() desclog.Descriptor {
 		KeyAttnums: []int16{1}, IdentityIndexOid: pgbenchOid + 1,
 	}
 }
-
-// fakeSession is the session as the output sees it: a seeded descriptor
-// log and a state directory.
-type fakeSession struct {
-	log      *desclog.Log
-	stateDir string
-}
-
-func (s *fakeSession) DescLog() *desclog.Log { return s.log }
-func (s *fakeSession) Live(uint64) bool      { return true }
-func (s *fakeSession) AwaitEarlier(context.Context, uint64, uint64) (bool, error) {
-	return true, nil
-}
-func (s *fakeSession) OldestUnacked(uint64) (uint64, bool) { return 0, false }
-func (s *fakeSession) StateDir() string                    { return s.stateDir }
-func (s *fakeSession) SourceDSN() string                   { return "" }
-func (s *fakeSession) Bridge() *shadow.Bridge              { return nil }
 
 // pgbenchRig is a ClickHouse and a connected clickhouse_ddl output whose
 // session knows pgbench_accounts.

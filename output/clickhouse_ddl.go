@@ -442,7 +442,7 @@ type chOutput struct {
 	states *tableStates
 
 	mu     sync.Mutex // one WriteBatch at a time; guards everything below
-	conn   *clickhouse.Conn
+	conn   chConn
 	store  *clickhouse.Store
 	tables map[uint32]*tableState // by relation oid, for relations in the store
 	shapes map[shapeKey]*rowShape // descriptor versions already looked up

@@ -205,13 +205,7 @@ func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced c
 
 // tableUUID is a table's uuid (Atomic databases).
 func (l *loader) tableUUID(ctx context.Context, t clickhouse.Target) (string, error) {
-	var uuid string
-	err := l.o.conn.Native().QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+clickhouse.QuoteString(t.Database)+
-		" AND name = "+clickhouse.QuoteString(t.Table)).Scan(&uuid)
-	if err != nil {
-		return "", fmt.Errorf("reading the uuid of %s: %w", clickhouse.QuoteQualified(t), err)
-	}
-	return uuid, nil
+	return l.o.conn.TableUUID(ctx, t)
 }
 
 // finish records a published load.
@@ -250,10 +244,6 @@ func (l *loader) recoverPublish(ctx context.Context, e load.Entry) error {
 // atomicDatabase reports whether database uses the Atomic engine (where
 // EXCHANGE TABLES swaps two tables in one step).
 func (l *loader) atomicDatabase(ctx context.Context, database string) (bool, error) {
-	var engine string
-	err := l.o.conn.Native().QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = "+clickhouse.QuoteString(database)).Scan(&engine)
-	if err != nil {
-		return false, fmt.Errorf("reading the engine of database %s: %w", clickhouse.QuoteIdent(database), err)
-	}
-	return engine == "Atomic", nil
+	engine, err := l.o.conn.DatabaseEngine(ctx, database)
+	return engine == "Atomic", err
 }

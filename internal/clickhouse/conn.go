@@ -320,6 +320,27 @@ func appendRows(batch driver.Batch, t Target, b *Block) error {
 	return nil
 }
 
+// TableUUID is a table's uuid (Atomic databases; zeros on others).
+func (c *Conn) TableUUID(ctx context.Context, t Target) (string, error) {
+	var uuid string
+	err := c.native.QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+QuoteString(t.Database)+
+		" AND name = "+QuoteString(t.Table)).Scan(&uuid)
+	if err != nil {
+		return "", fmt.Errorf("reading the uuid of %s: %w", QuoteQualified(t), err)
+	}
+	return uuid, nil
+}
+
+// DatabaseEngine is a database's engine (Atomic, Ordinary, ...).
+func (c *Conn) DatabaseEngine(ctx context.Context, database string) (string, error) {
+	var engine string
+	err := c.native.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = "+QuoteString(database)).Scan(&engine)
+	if err != nil {
+		return "", fmt.Errorf("reading the engine of database %s: %w", QuoteIdent(database), err)
+	}
+	return engine, nil
+}
+
 // LookupLatest reads, for each key tuple (values as ConvertValue returns
 // them for the key columns), the values of want in the newest version of
 // the row (SELECT ... FINAL), nil for a key without a row. The values are

@@ -3,7 +3,9 @@
 // map from PostgreSQL columns and DDL (pure: strings in, strings out); it
 // converts decoded values to what clickhouse-go inserts (ConvertValue) and
 // holds the native-protocol connection (Conn: Open, Insert, LookupLatest,
-// Table, InsertRetrying).
+// Table, InsertRetrying) and the rows of an insert as typed columns
+// (Block, InsertBlock: each value stored as its column's Go type, sent a
+// column at a time).
 //
 // # Dialects
 //
