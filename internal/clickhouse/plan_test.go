@@ -388,6 +388,29 @@ func TestReconcileTypeChange(t *testing.T) {
 	}
 }
 
+// TestReconcileCompositeAttributes: a column of a composite type whose
+// attributes changed (same type oid; the descriptor's TypeName names the
+// attributes) reloads the table: PostgreSQL reads the stored values anew.
+func TestReconcileCompositeAttributes(t *testing.T) {
+	pair := func(attrs string) desclog.Column {
+		c := col(2, "p", 40001, -1, "pair ("+attrs+")", false)
+		c.TypeKind = 'c'
+		return c
+	}
+	prev, ch := evolve(t, Legacy1816, TableConfig{}, rel([]int16{1}, intCol(1, "id", true), pair("a integer")))
+	p := reconcile(t, Legacy1816, TableConfig{}, prev, ch, rel([]int16{1}, intCol(1, "id", true), pair("b integer")))
+	wantStatements(t, p)
+	var change *TypeChangeError
+	if len(p.Reload) != 1 || !errors.As(p.Reload[0], &change) || change.Column != "p" || !strings.Contains(change.Error(), "composite type's attributes changed") {
+		t.Fatalf("reload %v, want one for column p", p.Reload)
+	}
+	// The same attributes: nothing.
+	p = reconcile(t, Legacy1816, TableConfig{}, prev, ch, rel([]int16{1}, intCol(1, "id", true), pair("a integer")))
+	if len(p.Reload) != 0 || len(p.Statements) != 0 {
+		t.Errorf("unchanged composite: reload %v statements %q", p.Reload, p.Statements)
+	}
+}
+
 func TestReconcileSelfHeal(t *testing.T) {
 	start := rel([]int16{1}, intCol(1, "id", true), textCol(2, "b"))
 	renamed := rel([]int16{1}, intCol(1, "id", true), textCol(2, "c"))

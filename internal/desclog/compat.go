@@ -128,7 +128,8 @@ func compareColumn(o, n *Column, raise func(Compatibility, string, ...any)) {
 // Diff is the attribute-based schema difference from old to new, matched by
 // attnum: a live column that is new is Added, one that was live and is now
 // dropped or gone is Dropped, and a column live in both is Renamed when its
-// name changed and Retyped when its type or typmod did. A nil old diffs
+// name changed and Retyped when its type or typmod did (or, of a
+// composite type, its attributes). A nil old diffs
 // against no columns.
 func Diff(old, new *Descriptor) SchemaDiff {
 	var d SchemaDiff
@@ -151,7 +152,7 @@ func Diff(old, new *Descriptor) SchemaDiff {
 			if o.Name != n.Name {
 				d.Renamed = append(d.Renamed, ColumnRename{Num: n.Num, OldName: o.Name, NewName: n.Name})
 			}
-			if o.TypeOid != n.TypeOid || o.TypMod != n.TypMod {
+			if o.TypeOid != n.TypeOid || o.TypMod != n.TypMod || compositeChanged(o, n) {
 				d.Retyped = append(d.Retyped, ColumnRetype{Num: n.Num, Old: *o, New: *n})
 			}
 		}
@@ -162,6 +163,13 @@ func Diff(old, new *Descriptor) SchemaDiff {
 		d.Persistence = old.Persistence != new.Persistence
 	}
 	return d
+}
+
+// compositeChanged reports a column of one composite type whose attributes
+// changed (ALTER TYPE ... ADD/DROP/ALTER ATTRIBUTE, or ALTER TABLE of a
+// table used as a row type): TypeName names them.
+func compositeChanged(o, n *Column) bool {
+	return o.TypeOid == n.TypeOid && o.TypeKind == 'c' && n.TypeKind == 'c' && o.TypeName != n.TypeName
 }
 
 // mergeColumns walks two attnum-ordered column lists together, calling f

@@ -115,6 +115,19 @@ func TestDiff(t *testing.T) {
 	if a := Diff(nil, &old); len(a.Added) != 4 {
 		t.Errorf("diff from nothing: %+v", a)
 	}
+	// A column of a composite type whose attributes changed (ALTER TYPE):
+	// same type oid, its TypeName names other attributes.
+	composite := func(name string) Descriptor {
+		c := Column{Num: 1, Name: "c", TypeOid: 40001, TypMod: -1, TypeKind: 'c', TypeName: name, Len: -1, Align: 'd', Storage: 'x'}
+		return table(16410, 16410, "uses_pair", c)
+	}
+	before, after := composite("pair (a integer)"), composite("pair (b integer)")
+	if r := Diff(&before, &after).Retyped; len(r) != 1 || r[0].Old.TypeName != "pair (a integer)" || r[0].New.TypeName != "pair (b integer)" {
+		t.Errorf("composite type's attributes changed: retyped %+v, want the column", r)
+	}
+	if !Diff(&before, &before).Empty() {
+		t.Error("an unchanged composite column diffs")
+	}
 	// A column retyped by a rewrite keeps its attnum.
 	retyped := table(16400, 16401, "t", col(1, "id", typInt8))
 	if r := Diff(&old, &retyped).Retyped; len(r) != 1 || r[0].Old.TypeOid != typInt4 || r[0].New.TypeOid != typInt8 {

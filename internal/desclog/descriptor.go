@@ -38,7 +38,11 @@ type Column struct {
 	Name    string
 	TypeOid uint32
 	TypMod  int32
-	// TypeName is format_type(atttypid, atttypmod), e.g. "numeric(10,2)".
+	// TypeName is format_type(atttypid, atttypmod), e.g. "numeric(10,2)";
+	// for a composite type, followed by its attributes in parentheses
+	// ("pair (a integer, b text)"): PostgreSQL reads stored values with
+	// the type's current attributes, so a change of the type is a change
+	// of the column.
 	TypeName string
 	// TypeKind is pg_type.typtype ('b' base, 'c' composite, 'd' domain,
 	// 'e' enum, 'r' range, 'm' multirange, 'p' pseudo); BaseTypeOid is a

@@ -36,7 +36,15 @@ SELECT c.oid, d.oid,
        -- A relation without columns (CREATE TABLE t ()) has one row
        -- here, attnum 0: it has a shape, and rows.
        COALESCE(a.attnum, 0), COALESCE(a.attname, ''), COALESCE(a.atttypid, 0), COALESCE(a.atttypmod, -1),
-       CASE WHEN a.attisdropped OR a.attnum IS NULL THEN '' ELSE pg_catalog.format_type(a.atttypid, a.atttypmod) END,
+       -- A composite type's column names its attributes too: ALTER TYPE
+       -- changes how the values already stored read, so the column's
+       -- shape must change with it.
+       CASE WHEN a.attisdropped OR a.attnum IS NULL THEN ''
+            WHEN t.typtype = 'c' THEN pg_catalog.format_type(a.atttypid, a.atttypmod) || ' (' ||
+                 COALESCE((SELECT pg_catalog.string_agg(pg_catalog.quote_ident(ca.attname) || ' ' || pg_catalog.format_type(ca.atttypid, ca.atttypmod), ', ' ORDER BY ca.attnum)
+                             FROM pg_catalog.pg_attribute ca
+                            WHERE ca.attrelid = t.typrelid AND ca.attnum > 0 AND NOT ca.attisdropped), '') || ')'
+            ELSE pg_catalog.format_type(a.atttypid, a.atttypmod) END,
        COALESCE(t.typtype::text, ''), COALESCE(t.typbasetype, 0), COALESCE(t.typelem, 0),
        COALESCE(a.attnotnull, false), COALESCE(a.attisdropped, false), COALESCE(a.attbyval, false), COALESCE(a.attlen, 0),
        COALESCE(a.attalign::text, ''), COALESCE(a.attstorage::text, ''),
@@ -47,11 +55,18 @@ JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
 LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 WHERE c.oid >= 16384 AND c.relkind IN ('r', 'p', 'm', 't')
-  AND ($1::oid[] IS NULL OR c.oid = ANY($1::oid[]))
+  -- The relations asked for, and those with a column of a composite
+  -- type asked for (its pg_class row: ALTER TYPE touched it).
+  AND ($1::oid[] IS NULL OR c.oid = ANY($1::oid[])
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_attribute da JOIN pg_catalog.pg_type dt ON dt.oid = da.atttypid
+                   WHERE da.attrelid = c.oid AND da.attnum > 0 AND NOT da.attisdropped
+                     AND dt.typtype = 'c' AND dt.typrelid = ANY($1::oid[])))
 ORDER BY c.oid, a.attnum`
 
 // ReadDescriptors reads the shapes of the given relations (nil: every user
-// relation of kind r, p, m or t) from the database conn is connected to.
+// relation of kind r, p, m or t) from the database conn is connected to;
+// an oid of a composite type's relation (or a table's, as a row type)
+// brings the relations with a column of that type.
 // Relations that do not exist (dropped) are simply absent from the result.
 func ReadDescriptors(ctx context.Context, conn *pgx.Conn, oids []uint32) ([]desclog.Descriptor, error) {
 	var arg any

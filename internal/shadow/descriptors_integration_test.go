@@ -85,3 +85,42 @@ CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 		t.Fatalf("no toast descriptor for app.items among %v", byName)
 	}
 }
+
+// TestReadDescriptorsCompositeType: a column of a composite type names the
+// type's attributes, and asking for the type's relation (ALTER TYPE writes
+// its pg_class row) brings the relations that use it.
+func TestReadDescriptorsCompositeType(t *testing.T) {
+	pg := testrig.StartPostgres(t)
+	pg.RunSQLScript(t, `
+CREATE TYPE pair AS (a int, "b c" text);
+CREATE TABLE uses_pair (id int PRIMARY KEY, p pair);
+CREATE TABLE plain (id int);
+`)
+	conn := pg.Connect(t)
+	defer conn.Close(context.Background())
+	ctx := context.Background()
+	var typeRel uint32
+	if err := conn.QueryRow(ctx, "SELECT typrelid FROM pg_type WHERE typname = 'pair'").Scan(&typeRel); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (name string) {
+		t.Helper()
+		descs, err := ReadDescriptors(ctx, conn, []uint32{typeRel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(descs) != 1 || descs[0].Name != "uses_pair" {
+			t.Fatalf("relations for the composite type's oid: %+v, want uses_pair alone", descs)
+		}
+		return descs[0].Columns[1].TypeName
+	}
+	if got, want := read(), `pair (a integer, "b c" text)`; got != want {
+		t.Errorf("TypeName %q, want %q", got, want)
+	}
+	if _, err := conn.Exec(ctx, "ALTER TYPE pair DROP ATTRIBUTE a, ADD ATTRIBUTE d int"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(), `pair ("b c" text, d integer)`; got != want {
+		t.Errorf("after ALTER TYPE: TypeName %q, want %q", got, want)
+	}
+}
