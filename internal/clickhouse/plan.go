@@ -518,18 +518,10 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 				return err
 			}
 		}
-		if c.TypeOid != old.TypeOid || c.TypMod != old.TypMod || old.NotNull && !c.NotNull {
+		if c.TypeOid != old.TypeOid || c.TypMod != old.TypMod || old.NotNull && !c.NotNull || desclog.CompositeChanged(&old, &c) {
 			if err := r.retype(m, old, c); err != nil {
 				return err
 			}
-		}
-		if c.TypeOid == old.TypeOid && c.TypeKind == 'c' && old.TypeKind == 'c' && c.TypeName != old.TypeName {
-			// Same type, other attributes: the rows already written hold
-			// the values as they read before (PostgreSQL now reads them
-			// with the new attributes, writing nothing).
-			r.plan.Reload = append(r.plan.Reload, &TypeChangeError{Source: r.source, Column: c.Name,
-				OldType: m.Spec.TypeSQL(), NewType: m.Spec.TypeSQL(), OldSourceType: old.TypeName, NewSourceType: c.TypeName,
-				Reason: "the composite type's attributes changed, which changes how every stored value reads"})
 		}
 		m.Source = c.Name
 	}

@@ -150,6 +150,11 @@ func scalarType(c desclog.Column) pgType {
 // sourceValueChange compares before's values with what PostgreSQL's cast
 // to after's type makes of them.
 func sourceValueChange(before, after desclog.Column) (valueChange, string) {
+	if desclog.CompositeChanged(&before, &after) {
+		// Same type, other attributes: PostgreSQL reads the stored values
+		// with the new ones, writing nothing.
+		return valuesChange, fmt.Sprintf("the composite type's attributes changed (%s to %s), which changes how every stored value reads", before.TypeName, after.TypeName)
+	}
 	oldArr, newArr := isArray(before), isArray(after)
 	switch {
 	case oldArr && newArr:

@@ -152,7 +152,7 @@ func Diff(old, new *Descriptor) SchemaDiff {
 			if o.Name != n.Name {
 				d.Renamed = append(d.Renamed, ColumnRename{Num: n.Num, OldName: o.Name, NewName: n.Name})
 			}
-			if o.TypeOid != n.TypeOid || o.TypMod != n.TypMod || compositeChanged(o, n) {
+			if o.TypeOid != n.TypeOid || o.TypMod != n.TypMod || CompositeChanged(o, n) {
 				d.Retyped = append(d.Retyped, ColumnRetype{Num: n.Num, Old: *o, New: *n})
 			}
 		}
@@ -165,10 +165,10 @@ func Diff(old, new *Descriptor) SchemaDiff {
 	return d
 }
 
-// compositeChanged reports a column of one composite type whose attributes
+// CompositeChanged reports a column of one composite type whose attributes
 // changed (ALTER TYPE ... ADD/DROP/ALTER ATTRIBUTE, or ALTER TABLE of a
 // table used as a row type): TypeName names them.
-func compositeChanged(o, n *Column) bool {
+func CompositeChanged(o, n *Column) bool {
 	return o.TypeOid == n.TypeOid && o.TypeKind == 'c' && n.TypeKind == 'c' && o.TypeName != n.TypeName
 }
 
