@@ -151,14 +151,14 @@ func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, r
 		// staging table's uuid, recorded first, tells whether a crash came
 		// before or after it.
 		if e.StagingUUID == "" {
-			if e.StagingUUID, err = l.tableUUID(ctx, staging); err != nil {
+			if e.StagingUUID, err = l.o.conn.TableUUID(ctx, staging); err != nil {
 				return err
 			}
 			if err := l.ledger.Put(*e); err != nil {
 				return err
 			}
 		}
-		uuid, err := l.tableUUID(ctx, target)
+		uuid, err := l.o.conn.TableUUID(ctx, target)
 		if err != nil {
 			return err
 		}
@@ -201,11 +201,6 @@ func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced c
 	}
 	l.log.Infof("initial load of %s: dropped %s, the earlier table of it that had stopped following the source", describeLoad(e), clickhouse.QuoteQualified(stale))
 	return nil
-}
-
-// tableUUID is a table's uuid (Atomic databases).
-func (l *loader) tableUUID(ctx context.Context, t clickhouse.Target) (string, error) {
-	return l.o.conn.TableUUID(ctx, t)
 }
 
 // finish records a published load.

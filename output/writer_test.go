@@ -136,7 +136,7 @@ func (f *fakeConn) LookupLatest(_ context.Context, t clickhouse.Target, key []cl
 	return out, nil
 }
 
-// log is what the output did so far, and forgets it.
+// take is what the output did since the last take.
 func (f *fakeConn) take() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

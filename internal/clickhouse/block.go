@@ -201,9 +201,11 @@ func (b *Block) PutConverted(col int, v any) {
 	}
 }
 
-// added accounts for a value just appended to c.
+// added accounts for a value just appended to c. NULL flags are kept only
+// from a column's first NULL among its held values on (Truncate drops them
+// with the rows), so a column without NULLs costs none.
 func (b *Block) added(c *blockColumn, null bool) {
-	if c.nulls != nil || null {
+	if len(c.nulls) > 0 || null {
 		for len(c.nulls) < c.n {
 			c.nulls = append(c.nulls, false)
 		}
@@ -236,6 +238,9 @@ func (b *Block) Truncate(n int) {
 		}
 		if len(c.nulls) > n {
 			c.nulls = c.nulls[:n]
+		}
+		if !containsTrue(c.nulls) {
+			c.nulls = c.nulls[:0] // no NULL left: no flags to keep
 		}
 		c.n = n
 	}

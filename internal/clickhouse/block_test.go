@@ -240,3 +240,28 @@ func TestBlockLeadingNulls(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockNullFlagsDropped: a NULL put in a column and truncated away
+// leaves no NULL flag behind: later rows read their values and the column
+// goes as a plain slice again.
+func TestBlockNullFlagsDropped(t *testing.T) {
+	b := NewBlock([]ColumnSpec{{Name: "n", Type: ColumnType{Type: "Int32", Repr: ReprInt}}})
+	b.Put(0, int64(1))
+	b.EndRow()
+	b.PutConverted(0, nil) // (a deferred row's placeholder)
+	b.Truncate(b.Len())
+	b.Put(0, int64(2))
+	if err := b.EndRow(); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := b.typedColumns()
+	if !ok {
+		t.Fatal("typedColumns refused after the NULL was dropped")
+	}
+	if got := c[0].([]int32); !reflect.DeepEqual(got, []int32{1, 2}) {
+		t.Errorf("column = %v", got)
+	}
+	if len(b.cols[0].nulls) != 0 {
+		t.Errorf("NULL flags kept: %v", b.cols[0].nulls)
+	}
+}
