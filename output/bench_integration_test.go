@@ -308,8 +308,8 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 
 	// tally is one path's measurements over every iteration.
 	type tally struct {
-		wall, cpu         time.Duration
-		mallocs, allocled uint64
+		wall, cpu           time.Duration
+		mallocs, allocBytes uint64
 	}
 	var out, plain tally
 	var ms runtime.MemStats
@@ -327,7 +327,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&ms)
 			tl.mallocs -= ms.Mallocs - m0
-			tl.allocled -= ms.TotalAlloc - b0
+			tl.allocBytes -= ms.TotalAlloc - b0
 			tl.cpu -= processCPU(b) - cpu0
 			tl.wall -= time.Since(start)
 		}
@@ -341,7 +341,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		tl.cpu += processCPU(b) - cpu0
 		runtime.ReadMemStats(&ms)
 		tl.mallocs += ms.Mallocs - m0
-		tl.allocled += ms.TotalAlloc - b0
+		tl.allocBytes += ms.TotalAlloc - b0
 		if got := r.finalCount(b, t); got != n {
 			b.Fatalf("%s holds %d rows after writing %d", clickhouse.QuoteQualified(t), got, n)
 		}
@@ -377,7 +377,7 @@ func BenchmarkOutputPgbenchAccounts(b *testing.B) {
 		b.ReportMetric(total/m.tl.wall.Seconds(), m.name+"-rows/s")
 		b.ReportMetric(float64(m.tl.cpu.Nanoseconds())/1e3/total, m.name+"-cpu-µs/row")
 		b.ReportMetric(float64(m.tl.mallocs)/total, m.name+"-allocs/row")
-		b.ReportMetric(float64(m.tl.allocled)/total, m.name+"-B/row")
+		b.ReportMetric(float64(m.tl.allocBytes)/total, m.name+"-B/row")
 	}
 	wallRatio := out.wall.Seconds() / plain.wall.Seconds()
 	cpuRatio := out.cpu.Seconds() / plain.cpu.Seconds()
