@@ -169,9 +169,16 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 		}
 		return make([]row, n), nil
 	}
-	exprs := make([]string, len(t.Columns))
+	// A Nullable array is two ClickHouse columns: the array and its NULL
+	// flag (clickhouse.ColumnSpec.NullFlag).
+	specs := make([]clickhouse.ColumnSpec, len(t.Columns))
 	for i, c := range t.Columns {
-		exprs[i] = clickhouse.QuoteIdent(c.Spec.Name)
+		specs[i] = c.Spec
+	}
+	physical := clickhouse.Physical(specs)
+	exprs := make([]string, len(physical))
+	for i, c := range physical {
+		exprs[i] = clickhouse.QuoteIdent(c.Name)
 	}
 	q := "SELECT " + strings.Join(exprs, ", ") + " FROM " + target + " FINAL WHERE " +
 		clickhouse.QuoteIdent(clickhouse.ColIsDeleted) + " = 0"
@@ -190,8 +197,8 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 	}
 	counts := map[string]int{}
 	images := map[string]row{}
-	if len(types) != len(t.Columns) {
-		return nil, fmt.Errorf("reading ClickHouse table %s: %d columns returned for %d selected", target, len(types), len(t.Columns))
+	if len(types) != len(physical) {
+		return nil, fmt.Errorf("reading ClickHouse table %s: %d columns returned for %d selected", target, len(types), len(physical))
 	}
 	var out []row
 	for rows.Next() {
@@ -208,12 +215,21 @@ func readClickHouse(ctx context.Context, ch driver.Conn, t Table) ([]row, error)
 		if err := rows.Scan(scan...); err != nil {
 			return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
 		}
-		r := make(row, len(dest))
-		for i, d := range dest {
-			c := t.Columns[i]
-			text, null, err := clickhouse.CanonicalText(c.Source, c.Spec, d)
+		r := make(row, len(t.Columns))
+		j := 0
+		for i, c := range t.Columns {
+			text, null, err := clickhouse.CanonicalText(c.Source, c.Spec, dest[j])
 			if err != nil {
 				return nil, fmt.Errorf("reading ClickHouse table %s: %w", target, err)
+			}
+			j++
+			if c.Spec.NullFlag() != "" {
+				flag, ok := dest[j].(*uint8)
+				if !ok {
+					return nil, fmt.Errorf("reading ClickHouse table %s: NULL flag %s scanned as %T", target, c.Spec.NullFlag(), dest[j])
+				}
+				null = *flag != 0
+				j++
 			}
 			if !null {
 				r[i] = &text

@@ -297,13 +297,39 @@ func (b *Block) Row(i int) []any {
 	return row
 }
 
+// physicalRow is row i as the table's ClickHouse columns (Physical): a
+// Nullable array's NULL is [] in the array and 1 in its NULL flag.
+func (b *Block) physicalRow(i int) ([]any, error) {
+	row := make([]any, 0, len(b.cols)+1)
+	for col := range b.cols {
+		v := b.Value(i, col)
+		spec := b.specs[col]
+		if spec.NullFlag() == "" {
+			row = append(row, v)
+			continue
+		}
+		null := uint8(0)
+		if v == nil {
+			null = 1
+			empty, err := zeroValue(spec.Type)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", QuoteIdent(spec.Name), err)
+			}
+			v = empty
+		}
+		row = append(row, v, null)
+	}
+	return row, nil
+}
+
 // typedColumns is every column as clickhouse-go's Column.Append takes it,
 // or false when one is boxed or only NULLs (the block goes row by row).
+// Arrays are boxed: a Nullable one's NULL flag is made by physicalRow.
 func (b *Block) typedColumns() ([]any, bool) {
 	out := make([]any, len(b.cols))
 	for i := range b.cols {
 		c := &b.cols[i]
-		if c.vals == nil {
+		if c.vals == nil || b.specs[i].NullFlag() != "" {
 			return nil, false
 		}
 		hasNull := containsTrue(c.nulls[:min(len(c.nulls), b.rows)])

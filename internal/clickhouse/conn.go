@@ -221,7 +221,8 @@ func columnList(cols []ColumnSpec) string {
 }
 
 // Insert writes rows (values as ConvertValue or LookupLatest return them,
-// in the order of cols) with one INSERT; no rows is a no-op.
+// in the order of cols: one per ColumnSpec, a Nullable array's NULL flag
+// derived from its value) with one INSERT; no rows is a no-op.
 func (c *Conn) Insert(ctx context.Context, t Target, cols []ColumnSpec, rows [][]any) error {
 	if len(rows) == 0 {
 		return nil
@@ -254,7 +255,7 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	cols := b.Columns()
+	cols := Physical(b.Columns())
 	if len(cols) == 0 {
 		return fmt.Errorf("inserting into %s: no columns", QuoteQualified(t))
 	}
@@ -294,7 +295,7 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 // insertRows is InsertBlock with every row appended on its own (the path
 // for blocks that cannot go a column at a time).
 func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
-	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(b.Columns())+")")
+	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(Physical(b.Columns()))+")")
 	if err != nil {
 		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
 	}
@@ -312,7 +313,11 @@ func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
 // refusal).
 func appendRows(batch driver.Batch, t Target, b *Block) error {
 	for i := range b.Len() {
-		if err := batch.Append(b.Row(i)...); err != nil {
+		row, err := b.physicalRow(i)
+		if err == nil {
+			err = batch.Append(row...)
+		}
+		if err != nil {
 			batch.Abort()
 			return fmt.Errorf("inserting into %s: row %d: %w", QuoteQualified(t), i, err)
 		}
@@ -383,7 +388,7 @@ func (c *Conn) LookupLatest(ctx context.Context, t Target, key []ColumnSpec, key
 				tuples[i] = strings.TrimSuffix(strings.TrimPrefix(tuples[i], "("), ")")
 			}
 		}
-		sql := "SELECT " + columnList(key) + ", " + columnList(want) + " FROM " + QuoteQualified(t) + " FINAL WHERE " +
+		sql := "SELECT " + columnList(key) + ", " + columnList(Physical(want)) + " FROM " + QuoteQualified(t) + " FINAL WHERE " +
 			keyList + " IN (" + strings.Join(tuples, ", ") + ")"
 		if err := c.scanLatest(ctx, t, sql, key, want, index, out); err != nil {
 			return nil, err
@@ -393,6 +398,7 @@ func (c *Conn) LookupLatest(ctx context.Context, t Target, key []ColumnSpec, key
 }
 
 func (c *Conn) scanLatest(ctx context.Context, t Target, sql string, key, want []ColumnSpec, index map[string][]int, out [][]any) error {
+	physical := Physical(want)
 	rows, err := c.native.Query(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
@@ -409,7 +415,7 @@ func (c *Conn) scanLatest(ctx context.Context, t Target, sql string, key, want [
 		}
 		values := make([]any, len(dest))
 		for i, d := range dest {
-			spec := want[max(0, i-len(key))]
+			spec := physical[max(0, i-len(key))]
 			if i < len(key) {
 				spec = key[i]
 			}
@@ -419,8 +425,9 @@ func (c *Conn) scanLatest(ctx context.Context, t Target, sql string, key, want [
 			}
 			values[i] = v
 		}
+		got := Logical(want, values[len(key):])
 		for _, pos := range index[keyIdentity(values[:len(key)])] {
-			out[pos] = values[len(key):]
+			out[pos] = got
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -363,12 +363,39 @@ func TestConnDefaultUnixDays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Arrays: a default's elements, NULLs and the empty array keep their
+	// type; a Nullable array's NULL flag defaults to 0 beside a default.
+	for _, tc := range []struct{ name, missing string }{{"nums", "{1,NULL,3}"}, {"none", "{}"}, {"words", `{"a,b",NULL}`}} {
+		elem := typInt64
+		if tc.name == "words" {
+			elem = ColumnType{Type: "String", Repr: ReprString}
+		}
+		typ := ColumnType{Type: "Array(Nullable(" + elem.Type + "))", Repr: ReprArray, Elem: &elem}
+		lit, err := DefaultLiteral(c.Dialect(), typ, tc.missing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := ColumnSpec{Name: tc.name, Type: typ, Nullable: true, Default: lit}
+		for _, p := range Physical([]ColumnSpec{spec}) {
+			sql, _, err := AddColumn(c.Dialect(), target, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if err := c.Insert(ctx, target, []ColumnSpec{{Name: "id", Type: typInt64}}, [][]any{{int64(1)}}); err != nil {
 		t.Fatal(err)
 	}
 	got := ch.HTTPQuery(t, "SELECT born, never, ever, bc, toTypeName(born) FROM "+QuoteQualified(target)+" FORMAT TSV")
 	if want := "18263\t2147483647\t-2147483648\t-2440588\tNullable(Int32)"; got != want {
 		t.Errorf("defaults read back as %q, want %q", got, want)
+	}
+	got = ch.HTTPQuery(t, "SELECT nums, nums__is_null, none, none__is_null, words, toTypeName(none) FROM "+QuoteQualified(target)+" FORMAT TSV")
+	if want := "[1,NULL,3]\t0\t[]\t0\t['a,b',NULL]\tArray(Nullable(Int64))"; got != want {
+		t.Errorf("array defaults read back as %q, want %q", got, want)
 	}
 }
 

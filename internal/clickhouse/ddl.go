@@ -72,12 +72,88 @@ type ColumnSpec struct {
 	Default string
 }
 
-// TypeSQL is the column's full type, Nullable wrapper included.
+// TypeSQL is the column's full type, Nullable wrapper included. A
+// Nullable array has none (ClickHouse has no Nullable(Array(...))): its
+// NULLs are in its NULL flag column (NullFlag).
 func (c ColumnSpec) TypeSQL() string {
-	if c.Nullable {
-		return "Nullable(" + c.Type.Type + ")"
+	switch {
+	case !c.Nullable || c.Type.Repr == ReprArray:
+		return c.Type.Type
+	case strings.HasPrefix(c.Type.Type, lowCardinality):
+		// LowCardinality(Nullable(T)): the Nullable wrapper goes inside.
+		return lowCardinality + "Nullable(" + strings.TrimPrefix(c.Type.Type, lowCardinality) + ")"
 	}
-	return c.Type.Type
+	return "Nullable(" + c.Type.Type + ")"
+}
+
+const lowCardinality = "LowCardinality("
+
+// NullFlagSuffix ends the name of a Nullable array's NULL flag column.
+const NullFlagSuffix = "__is_null"
+
+// NullFlag is the name of the column that says which of c's values are
+// NULL, "" when c has none. A Nullable array has one: ClickHouse arrays
+// cannot be NULL, so a NULL array is written as [] with <name>__is_null =
+// 1 and every other value with 0: '{}' and NULL stay apart.
+func (c ColumnSpec) NullFlag() string {
+	if c.Nullable && c.Type.Repr == ReprArray {
+		return c.Name + NullFlagSuffix
+	}
+	return ""
+}
+
+// NullFlagSpec is the spec of c's NULL flag column (c.NullFlag() != "").
+// Its DEFAULT is what the rows a table held before the column was added
+// are: NULL (1) unless c has a DEFAULT of its own.
+func (c ColumnSpec) NullFlagSpec() ColumnSpec {
+	def := "1"
+	if c.Default != "" {
+		def = "0"
+	}
+	return ColumnSpec{Name: c.NullFlag(), Type: ColumnType{Type: "UInt8", Repr: ReprInt}, Default: def}
+}
+
+// Logical folds values read from Physical(cols) back into one value per
+// column of cols: a Nullable array whose NULL flag is set is nil.
+func Logical(cols []ColumnSpec, values []any) []any {
+	if len(values) == len(cols) {
+		return values
+	}
+	out := make([]any, len(cols))
+	j := 0
+	for i, c := range cols {
+		out[i] = values[j]
+		j++
+		if c.NullFlag() != "" {
+			if flag, ok := values[j].(uint8); ok && flag != 0 {
+				out[i] = nil
+			}
+			j++
+		}
+	}
+	return out
+}
+
+// Physical are cols as ClickHouse columns, in order: each column, and
+// after a Nullable array its NULL flag column.
+func Physical(cols []ColumnSpec) []ColumnSpec {
+	n := len(cols)
+	for _, c := range cols {
+		if c.NullFlag() != "" {
+			n++
+		}
+	}
+	if n == len(cols) {
+		return cols
+	}
+	out := make([]ColumnSpec, 0, n)
+	for _, c := range cols {
+		out = append(out, c)
+		if c.NullFlag() != "" {
+			out = append(out, c.NullFlagSpec())
+		}
+	}
+	return out
 }
 
 func (c ColumnSpec) definition() string {
@@ -197,14 +273,15 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 	if len(opts.OrderBy) > 0 {
 		orderBy = opts.OrderBy
 	}
-	all := append(append([]ColumnSpec(nil), cols...), TableSyntheticColumns(d, LayoutOf(orderBy))...)
+	physical := Physical(cols)
+	all := append(append([]ColumnSpec(nil), physical...), TableSyntheticColumns(d, LayoutOf(orderBy))...)
 	byName := make(map[string]ColumnSpec, len(all))
 	for i, c := range all {
 		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, QuoteQualified(target)), c.Name); err != nil {
 			return "", err
 		}
 		if _, dup := byName[c.Name]; dup {
-			if i >= len(cols) {
+			if i >= len(physical) {
 				return "", fmt.Errorf("creating %s: source column %q collides with a synthetic column; map it to another name", QuoteQualified(target), c.Name)
 			}
 			return "", fmt.Errorf("creating %s: column %q appears twice", QuoteQualified(target), c.Name)
@@ -217,7 +294,7 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 		switch {
 		case !ok:
 			return "", fmt.Errorf("creating %s: sorting key column %q is not a column of the table", QuoteQualified(target), name)
-		case c.Nullable:
+		case c.Nullable || c.NullFlag() != "":
 			return "", fmt.Errorf("creating %s: sorting key column %q is Nullable", QuoteQualified(target), name)
 		}
 		quotedKey[i] = QuoteIdent(name)
@@ -271,9 +348,11 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 	return b.String(), nil
 }
 
-// AddColumn renders ALTER TABLE ... ADD COLUMN. mustCheckExists is true on
-// servers without IF NOT EXISTS: the caller checks system.columns first so
-// a replayed event does not fail on an existing column.
+// AddColumn renders ALTER TABLE ... ADD COLUMN of one ClickHouse column
+// (a Nullable array's NULL flag is a column of its own: NullFlagSpec).
+// mustCheckExists is true on servers without IF NOT EXISTS: the caller
+// checks system.columns first so a replayed event does not fail on an
+// existing column.
 func AddColumn(d Dialect, target Target, col ColumnSpec) (sql string, mustCheckExists bool, err error) {
 	if err := ValidateName(fmt.Sprintf("column %q of %s", col.Name, QuoteQualified(target)), col.Name); err != nil {
 		return "", false, err

@@ -46,6 +46,10 @@ type Dialect struct {
 	Decimal256 bool
 	// IsDeletedEngineArg: ReplacingMergeTree(ver, is_deleted) (23.2).
 	IsDeletedEngineArg bool
+	// LowCardinality: the LowCardinality(T) type without an experimental
+	// setting (19.x made it general; 20.1 is taken as the safe release;
+	// 18.16 has it only behind allow_experimental_low_cardinality_type).
+	LowCardinality bool
 	// NullableKey: Nullable columns in the sorting key under the table
 	// setting allow_nullable_key (20.12). The renderer never relies on it:
 	// key columns are always rendered non-Nullable.
@@ -65,6 +69,7 @@ func DialectFor(v Version) Dialect {
 		Decimal256:         v.atLeast(22, 1),
 		IsDeletedEngineArg: v.atLeast(23, 2),
 		NullableKey:        v.atLeast(20, 12),
+		LowCardinality:     v.atLeast(20, 1),
 	}
 }
 

@@ -32,7 +32,7 @@ func TestDialectCapabilities(t *testing.T) {
 		t.Errorf("Legacy1816 = %+v, want no capabilities", Legacy1816)
 	}
 	all := Dialect{Version: Version{23, 8, 2}, IfNotExistsColumns: true, RenameColumn: true, DateTime64: true, Bool: true,
-		Date32: true, WideDateRange: true, Decimal256: true, IsDeletedEngineArg: true, NullableKey: true}
+		Date32: true, WideDateRange: true, Decimal256: true, IsDeletedEngineArg: true, NullableKey: true, LowCardinality: true}
 	if Modern != all {
 		t.Errorf("Modern = %+v, want every capability", Modern)
 	}
@@ -57,6 +57,7 @@ func TestDialectCapabilities(t *testing.T) {
 		{"21.11.1", "21.12.2", func(d Dialect) bool { return d.Bool }},
 		{"21.8.1", "21.9.2", func(d Dialect) bool { return d.Date32 }},
 		{"23.1.9", "23.2.1", func(d Dialect) bool { return d.IsDeletedEngineArg }},
+		{"19.17.1", "20.1.2", func(d Dialect) bool { return d.LowCardinality }},
 	} {
 		before, _ := ParseDialect(tc.before)
 		at, _ := ParseDialect(tc.at)

@@ -46,11 +46,45 @@
 //	text, varchar, bpchar, name,       String                   String
 //	"char", json, jsonb, time, timetz,
 //	interval, inet, cidr, macaddr, money
-//	T[] NOT NULL or in key             Array(Nullable(T))       Array(Nullable(T))
-//	T[] nullable                       String                   String
+//	T[]                                Array(Nullable(T))       Array(Nullable(T))
+//	T[] nullable                       Array(Nullable(T)) and   same
+//	                                   <name>__is_null UInt8
+//	enum                               String                   LowCardinality(String)
 //	domain over B                      mapping of B (numeric: unconstrained)
-//	enum, range, multirange, composite,
+//	range, multirange, composite,
 //	extension and unknown types        String (PostgreSQL text output)
+//
+// Why each choice, where it is not the obvious one:
+//
+//   - bool is UInt8 where the server has no Bool (before 21.12).
+//   - date and timestamp are Int32 days and Int64 µs on servers without
+//     Date32/DateTime64: Date and DateTime would lose every value before
+//     1970 and the microseconds (see below); on newer servers the native
+//     types are used, and values outside their range fail closed.
+//   - numeric(p,s) is Decimal only within the server's precision limit and
+//     for 0 <= s <= p: anything else would round; unconstrained numeric has
+//     no scale, so String (its exact text).
+//   - Arrays are Array(Nullable(T)) (PostgreSQL elements can be NULL).
+//     ClickHouse has no Nullable(Array), so a nullable array column gets a
+//     NULL flag column beside it, <name>__is_null UInt8: 1 for a NULL array
+//     (the array column holds []), 0 otherwise, so '{}' and NULL stay
+//     apart (a query filters on the flag: WHERE tags__is_null = 0). Its
+//     DEFAULT is 1 for a column added without a default (the rows before
+//     it are NULL), 0 with one. Tables created before this mapping keep
+//     such columns as String until they are reloaded. Multi-dimensional arrays and lower bounds other than 1
+//     do not fit Array(T) and fail closed (the column is then widened to
+//     String by the reload that repairs the table).
+//   - enum is a string, not a ClickHouse Enum: labels are added and
+//     renamed with ALTER TYPE, which no Enum could follow without an ALTER
+//     per label. Few distinct values make it LowCardinality(String) where
+//     the server has LowCardinality generally (20.1 here; 18.16 has it only
+//     behind an experimental setting).
+//   - inet and cidr stay String: an IPv4/IPv6 column would drop a host's
+//     netmask (10.0.0.1/8), and a column holding both families would need
+//     two; text keeps every value exact.
+//   - json and jsonb stay String: ClickHouse's JSON types are experimental
+//     on most servers in use and keep neither json's text nor jsonb's
+//     normalized form.
 //
 // Values a mapped type cannot hold fail closed at insert (ConvertValue
 // checks and refuses, never wraps or rounds): numeric NaN/±Infinity and
@@ -141,7 +175,9 @@
 //	T[] → U[] of another ClickHouse type      Array → Array                  reload
 //	T[] → U[] keeping each element's text     Array unchanged                keep
 //	  (varchar(n)[] → text[])
-//	DROP NOT NULL of T[]                      Array → String                 reload
+//	DROP NOT NULL of T[]                      Array kept, NULL flag added    modify
+//	enum → text (M)                           LowCardinality(String) →       modify
+//	                                            String
 //	any change of a sorting key column        (ClickHouse cannot modify it)  reload
 //	  or of a column partition_by mentions
 //	a type override that keeps the ClickHouse type: keep if every decoded
@@ -164,8 +200,10 @@
 // Array(Nullable(T)). Nullable columns take nil or the plain value. Zero
 // fills a tombstone: NULL where Nullable, the type's zero value otherwise.
 //
-// Nullable arrays are String because ClickHouse has no Nullable(Array): a
-// NULL would read back as [] and merge with the empty array.
+// A Nullable array's value is nil or its []*T like any Nullable column's;
+// Physical lists the ClickHouse columns a ColumnSpec list becomes (the
+// NULL flag after its array), and the insert (Block), LookupLatest and
+// Logical write and read the pair as that one value.
 //
 // # Tables
 //

@@ -125,7 +125,25 @@ func DefaultLiteral(d Dialect, t ColumnType, text string) (string, error) {
 		}
 		return cast(ts.Format("2006-01-02 15:04:05.000000")), nil
 	case ReprArray:
-		return "", fmt.Errorf("DEFAULT for array type %s is not supported yet", t.Type)
+		if t.Elem == nil {
+			return "", fmt.Errorf("array type %s without an element type", t.Type)
+		}
+		elems, err := parsePGArray(text)
+		if err != nil {
+			return "", err
+		}
+		lits := make([]string, len(elems))
+		for i, e := range elems {
+			if e == nil {
+				lits[i] = "NULL"
+				continue
+			}
+			if lits[i], err = DefaultLiteral(d, *t.Elem, *e); err != nil {
+				return "", fmt.Errorf("element %d: %w", i+1, err)
+			}
+		}
+		// The CAST types an empty array, and NULL elements, as the column.
+		return "CAST([" + strings.Join(lits, ", ") + "] AS " + t.Type + ")", nil
 	}
 	return "", fmt.Errorf("no DEFAULT rendering for %s", t.Type)
 }

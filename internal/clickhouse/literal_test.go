@@ -72,7 +72,11 @@ func TestDefaultLiteral(t *testing.T) {
 		{"timestamp infinity", Modern, typ(Modern, oidTimestamp, -1), "infinity", ""},
 		{"timestamp legacy infinity", Legacy1816, typ(Legacy1816, oidTimestamp, -1), "infinity", "CAST('9223372036854775807' AS Int64)"},
 		{"timestamptz legacy BC", Legacy1816, typ(Legacy1816, oidTimestamptz, -1), "0044-03-15 12:00:00+00 BC", "CAST('-63517780800000000' AS Int64)"},
-		{"array", Modern, MapColumn(Modern, array(oidInt4, -1, "integer[]", true), false), "{1,2}", ""},
+		{"array", Modern, MapColumn(Modern, array(oidInt4, -1, "integer[]", true), false), "{1,NULL}", "CAST([CAST('1' AS Int32), NULL] AS Array(Nullable(Int32)))"},
+		{"empty array", Legacy1816, MapColumn(Legacy1816, array(oidText, -1, "text[]", false), false), "{}", "CAST([] AS Array(Nullable(String)))"},
+		{"array of quoted text", Legacy1816, MapColumn(Legacy1816, array(oidText, -1, "text[]", false), false), `{"a,b","it's",NULL}`, `CAST(['a,b', 'it\'s', NULL] AS Array(Nullable(String)))`},
+		{"array element out of range", Legacy1816, MapColumn(Legacy1816, array(oidInt2, -1, "smallint[]", false), false), "{99999}", ""},
+		{"two-dimensional array", Legacy1816, MapColumn(Legacy1816, array(oidInt4, -1, "integer[]", false), false), "{{1},{2}}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DefaultLiteral(tc.d, tc.t, tc.text)

@@ -143,7 +143,7 @@ func Reconcile(d Dialect, defaultDB string, cfg TableConfig, prev *Agreed, ch CH
 	}
 	existed := ch.Exists
 	if err == nil && r.rekey && !existed {
-		_, err = r.applyKey() // the table is created with the new key
+		_, _, err = r.applyKey() // the table is created with the new key
 	}
 	if err == nil {
 		err = r.heal()
@@ -159,40 +159,50 @@ func Reconcile(d Dialect, defaultDB string, cfg TableConfig, prev *Agreed, ch CH
 
 // applyKey moves the agreement to the shape's replica identity as the
 // sorting key: key columns become non-Nullable, demoted ones follow their
-// NOT NULL. It returns, per mapped column, the expression that copies the
-// column from the table under the old key.
-func (r *reconciler) applyKey() ([]string, error) {
+// NOT NULL. It returns, per ClickHouse column of the new table (Physical),
+// the expression that copies it from the table under the old key, and the
+// old table's columns.
+func (r *reconciler) applyKey() (exprs, old []string, err error) {
 	now := make(map[int16]desclog.Column, len(r.next.Shape))
 	for _, c := range r.next.Shape {
 		now[c.Num] = c
 	}
-	exprs := make([]string, len(r.next.Columns))
 	for i := range r.next.Columns {
 		m := &r.next.Columns[i]
-		exprs[i] = QuoteIdent(m.Spec.Name)
-		inKey := slices.Contains(r.shape.KeyAttnums, m.Attnum)
-		if inKey == m.Key {
-			continue
+		before := m.Spec
+		for _, p := range Physical([]ColumnSpec{before}) {
+			old = append(old, QuoteIdent(p.Name))
 		}
-		t, nullable, err := r.mapType(now[m.Attnum], inKey)
-		if err != nil {
-			return nil, err
+		expr := QuoteIdent(m.Spec.Name)
+		if inKey := slices.Contains(r.shape.KeyAttnums, m.Attnum); inKey != m.Key {
+			t, nullable, err := r.mapType(now[m.Attnum], inKey)
+			if err != nil {
+				return nil, nil, err
+			}
+			if inKey && m.Spec.Nullable && m.Spec.NullFlag() == "" {
+				// PostgreSQL's key columns are NOT NULL: no NULL to lose.
+				expr = "assumeNotNull(" + expr + ")"
+			}
+			m.Spec.Type, m.Spec.Nullable, m.Key = t, nullable, inKey
 		}
-		if inKey && m.Spec.Nullable {
-			// PostgreSQL's key columns are NOT NULL: no NULL to lose.
-			exprs[i] = "assumeNotNull(" + exprs[i] + ")"
+		exprs = append(exprs, expr)
+		switch {
+		case m.Spec.NullFlag() == "":
+		case before.NullFlag() != "":
+			exprs = append(exprs, QuoteIdent(before.NullFlag()))
+		default:
+			exprs = append(exprs, "toUInt8(0)") // was a NOT NULL key column
 		}
-		m.Spec.Type, m.Spec.Nullable, m.Key = t, nullable, inKey
 	}
 	r.next.OrderBy = nil
 	for _, attnum := range r.shape.KeyAttnums {
 		i := slices.IndexFunc(r.next.Columns, func(m MappedColumn) bool { return m.Attnum == attnum })
 		if i < 0 {
-			return nil, fmt.Errorf("%s: replica identity column %d is not mapped (excluded or not included); it is the sorting key, so map it or configure order_by", r.source, attnum)
+			return nil, nil, fmt.Errorf("%s: replica identity column %d is not mapped (excluded or not included); it is the sorting key, so map it or configure order_by", r.source, attnum)
 		}
 		r.next.OrderBy = append(r.next.OrderBy, r.next.Columns[i].Spec.Name)
 	}
-	return exprs, r.checkKey()
+	return exprs, old, r.checkKey()
 }
 
 // rebuild re-creates an existing table under the new sorting key: a new
@@ -201,7 +211,7 @@ func (r *reconciler) applyKey() ([]string, error) {
 // then swapped in by one RENAME and the old one dropped. Each step can run
 // again after a crash.
 func (r *reconciler) rebuild() error {
-	exprs, err := r.applyKey()
+	exprs, oldCols, err := r.applyKey()
 	if err != nil {
 		return err
 	}
@@ -212,10 +222,12 @@ func (r *reconciler) rebuild() error {
 		return err
 	}
 	specs := make([]ColumnSpec, len(r.next.Columns))
-	cols := make([]string, 0, len(r.next.Columns)+4)
 	for i, m := range r.next.Columns {
 		specs[i] = m.Spec
-		cols = append(cols, QuoteIdent(m.Spec.Name))
+	}
+	var cols []string
+	for _, p := range Physical(specs) {
+		cols = append(cols, QuoteIdent(p.Name))
 	}
 	create, err := CreateTable(r.d, fresh, specs, r.next.OrderBy, TableOptions{PartitionBy: r.cfg.PartitionBy, Settings: r.cfg.Settings})
 	if err != nil {
@@ -239,12 +251,8 @@ func (r *reconciler) rebuild() error {
 	} else {
 		// A change log: each row image's multiplicity is its inserts minus
 		// its deletes; under a key there is one row per image.
-		group := make([]string, len(r.next.Columns))
-		for i, m := range r.next.Columns {
-			group[i] = QuoteIdent(m.Spec.Name)
-		}
 		sel = "SELECT " + strings.Join(exprs, ", ") + ", max(" + lsn + "), any(" + xid + "), any(" + commit + "), toUInt8(0)" +
-			" FROM " + QuoteQualified(old) + " FINAL GROUP BY " + strings.Join(group, ", ") +
+			" FROM " + QuoteQualified(old) + " FINAL GROUP BY " + strings.Join(oldCols, ", ") +
 			" HAVING sum(if(" + deleted + " = 1, -1, 1)) > 0"
 	}
 	r.plan.Statements = append(r.plan.Statements,
@@ -309,6 +317,10 @@ func (r *reconciler) mapType(c desclog.Column, inKey bool) (ColumnType, bool, er
 		if err != nil {
 			return ColumnType{}, false, fmt.Errorf("%s: %w", r.source, err)
 		}
+		if t.Repr == ReprArray {
+			// An array's NULLs go to its NULL flag column.
+			nullable = !c.NotNull && !inKey
+		}
 		return t, nullable, nil
 	}
 	return MapColumn(r.d, c, inKey), !c.NotNull && !inKey, nil
@@ -321,25 +333,42 @@ func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, erro
 	if err := ValidateName(what, name); err != nil {
 		return MappedColumn{}, err
 	}
-	if syntheticNames()[name] {
-		return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, name)
-	}
-	for _, m := range r.next.Columns {
-		if m.Spec.Name == name {
-			return MappedColumn{}, fmt.Errorf("%s and column %q would both be ClickHouse column %q: map one to another name (column_names)", what, m.Source, name)
-		}
-	}
 	t, nullable, err := r.mapType(c, inKey)
 	if err != nil {
 		return MappedColumn{}, err
 	}
 	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
+	for _, n := range []string{name, spec.NullFlag()} {
+		switch other, taken := r.taken(n); {
+		case n == "":
+		case syntheticNames()[n]:
+			return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, n)
+		case taken:
+			return MappedColumn{}, fmt.Errorf("%s and column %q would both be ClickHouse column %q: map one to another name (column_names)", what, other, n)
+		}
+	}
+	if flag := spec.NullFlag(); flag != "" {
+		if err := ValidateName(what+"'s NULL flag", flag); err != nil {
+			return MappedColumn{}, err
+		}
+	}
 	if c.HasMissing && c.Missing != nil {
 		if spec.Default, err = DefaultLiteral(r.d, t, *c.Missing); err != nil {
 			return MappedColumn{}, fmt.Errorf("default of %s: %w", what, err)
 		}
 	}
 	return MappedColumn{Attnum: c.Num, Source: c.Name, Spec: spec, Key: inKey}, nil
+}
+
+// taken reports which mapped column (its source name) has ClickHouse column
+// name as its own or as its NULL flag.
+func (r *reconciler) taken(name string) (string, bool) {
+	for _, m := range r.next.Columns {
+		if m.Spec.Name == name || m.Spec.NullFlag() == name {
+			return m.Source, true
+		}
+	}
+	return "", false
 }
 
 // first maps a relation seen for the first time.
@@ -499,13 +528,15 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 			return fmt.Errorf("%s: column %q was dropped on the source but %s is part of the sorting key of %s, which ClickHouse cannot change",
 				r.source, m.Source, QuoteIdent(m.Spec.Name), QuoteQualified(r.next.Target))
 		}
-		if _, present := r.chTypes[m.Spec.Name]; present {
-			sql, _, err := DropColumn(r.d, r.next.Target, m.Spec.Name)
-			if err != nil {
-				return err
+		for _, p := range Physical([]ColumnSpec{m.Spec}) {
+			if _, present := r.chTypes[p.Name]; present {
+				sql, _, err := DropColumn(r.d, r.next.Target, p.Name)
+				if err != nil {
+					return err
+				}
+				r.plan.Statements = append(r.plan.Statements, sql)
+				delete(r.chTypes, p.Name)
 			}
-			r.plan.Statements = append(r.plan.Statements, sql)
-			delete(r.chTypes, m.Spec.Name)
 		}
 	}
 	r.next.Columns = cloneOrNil(kept)
@@ -548,38 +579,62 @@ func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 	}
 	_, present := r.chTypes[m.Spec.Name]
 	_, newNameOnCH := r.chTypes[c.Name]
+	renamed := m.Spec
+	renamed.Name = c.Name
+	flag, newFlag := m.Spec.NullFlag(), renamed.NullFlag()
+	_, flagPresent := r.chTypes[flag]
+	_, newFlagOnCH := r.chTypes[newFlag]
 	switch {
 	case m.Spec.Name != old.Name:
 		keep("its ClickHouse name is configured")
 	case m.Key:
 		keep("ClickHouse cannot rename a sorting key column")
-	case syntheticNames()[c.Name] || slices.ContainsFunc(r.next.Columns, func(o MappedColumn) bool { return o.Spec.Name == c.Name }):
+	case syntheticNames()[c.Name] || syntheticNames()[newFlag] || r.takenByOther(m, c.Name) || newFlag != "" && r.takenByOther(m, newFlag):
 		keep(fmt.Sprintf("the name %s is taken by another column", QuoteIdent(c.Name)))
-	case !present:
+	case !present && !flagPresent:
 		// Nothing to rename on ClickHouse (or an earlier run renamed it
 		// already): heal adds or adopts it under the new name.
 		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
 			return err
 		}
 		m.Spec.Name = c.Name
-	case newNameOnCH:
+	case newNameOnCH && present || newFlag != "" && newFlagOnCH && flagPresent:
 		keep(fmt.Sprintf("ClickHouse column %s already exists", QuoteIdent(c.Name)))
 	case !r.d.RenameColumn:
 		keep(fmt.Sprintf("no RENAME COLUMN on %s", r.d.Version))
 	default:
+		// Each present column is renamed (a NULL flag with its array); one
+		// an earlier run renamed already, or never added, is healed.
 		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
 			return err
 		}
-		sql, err := RenameColumn(r.d, r.next.Target, m.Spec.Name, c.Name)
-		if err != nil {
-			return err
+		for _, p := range [][2]string{{m.Spec.Name, c.Name}, {flag, newFlag}} {
+			if _, on := r.chTypes[p[0]]; p[0] == "" || !on {
+				continue
+			}
+			sql, err := RenameColumn(r.d, r.next.Target, p[0], p[1])
+			if err != nil {
+				return err
+			}
+			r.plan.Statements = append(r.plan.Statements, sql)
+			r.chTypes[p[1]] = r.chTypes[p[0]]
+			delete(r.chTypes, p[0])
 		}
-		r.plan.Statements = append(r.plan.Statements, sql)
-		r.chTypes[c.Name] = r.chTypes[m.Spec.Name]
-		delete(r.chTypes, m.Spec.Name)
 		m.Spec.Name = c.Name
 	}
 	return nil
+}
+
+// takenByOther reports whether a mapped column other than m has ClickHouse
+// column name as its own or as its NULL flag.
+func (r *reconciler) takenByOther(m *MappedColumn, name string) bool {
+	for i := range r.next.Columns {
+		o := &r.next.Columns[i]
+		if o != m && (o.Spec.Name == name || o.Spec.NullFlag() == name) {
+			return true
+		}
+	}
+	return false
 }
 
 // retype maps a column whose source type (or nullability) changed again
@@ -606,6 +661,24 @@ func (r *reconciler) retype(m *MappedColumn, old, c desclog.Column) error {
 		}
 		m.Spec.Type = t
 	case TypeChangeModify:
+		if flag := remapped.NullFlag(); flag != "" && m.Spec.NullFlag() == "" {
+			// DROP NOT NULL of an array: its NULL flag column, 0 for
+			// every row the table holds.
+			if _, present := r.chTypes[flag]; !present {
+				spec := remapped.NullFlagSpec()
+				spec.Default = "0"
+				sql, _, err := AddColumn(r.d, r.next.Target, spec)
+				if err != nil {
+					return err
+				}
+				r.plan.Statements = append(r.plan.Statements, sql)
+				r.chTypes[flag] = spec.TypeSQL()
+			}
+			r.notef("column %q of %s dropped NOT NULL: ClickHouse column %s is now %s, its NULLs in %s (%s)",
+				c.Name, r.source, QuoteIdent(m.Spec.Name), remapped.TypeSQL(), QuoteIdent(flag), change.Reason)
+			m.Spec = remapped
+			return nil
+		}
 		if remapped.Default != "" {
 			// The values' own conversion: the default stays the value rows
 			// written before the column existed have.
@@ -672,18 +745,20 @@ func (r *reconciler) heal() error {
 		}
 	}
 	for _, m := range r.next.Columns {
-		if chType, present := r.chTypes[m.Spec.Name]; present {
-			if normalizeType(chType) != normalizeType(m.Spec.TypeSQL()) {
-				r.plan.Refused = append(r.plan.Refused, &TypeMismatchError{Target: target, Column: m.Spec.Name, CHType: chType, WantType: m.Spec.TypeSQL()})
+		for _, p := range Physical([]ColumnSpec{m.Spec}) {
+			if chType, present := r.chTypes[p.Name]; present {
+				if normalizeType(chType) != normalizeType(p.TypeSQL()) {
+					r.plan.Refused = append(r.plan.Refused, &TypeMismatchError{Target: target, Column: p.Name, CHType: chType, WantType: p.TypeSQL()})
+				}
+				continue
 			}
-			continue
+			sql, _, err := AddColumn(r.d, target, p)
+			if err != nil {
+				return err
+			}
+			r.plan.Statements = append(r.plan.Statements, sql)
+			r.chTypes[p.Name] = p.TypeSQL()
 		}
-		sql, _, err := AddColumn(r.d, target, m.Spec)
-		if err != nil {
-			return err
-		}
-		r.plan.Statements = append(r.plan.Statements, sql)
-		r.chTypes[m.Spec.Name] = m.Spec.TypeSQL()
 	}
 	r.plan.Agreed = r.next
 	return nil

@@ -48,7 +48,7 @@ func chAfter(d Dialect, a *Agreed) CHTable {
 	for i, m := range a.Columns {
 		specs[i] = m.Spec
 	}
-	t := chFor(d, specs...)
+	t := chFor(d, Physical(specs)...)
 	if len(a.OrderBy) == 0 {
 		t.Columns = append(t.Columns, CHColumn{Name: ColSeq, Type: "UInt32"})
 	}

@@ -73,6 +73,13 @@ func ClassifyTypeChange(before, after desclog.Column, from, to ColumnSpec, inKey
 	}
 	fromType, toType := normalizeType(from.TypeSQL()), normalizeType(to.TypeSQL())
 	switch {
+	case from.NullFlag() == "" && to.NullFlag() != "":
+		// DROP NOT NULL of an array: the array column can stay as it is;
+		// NULLs need its NULL flag column, every row so far being 0.
+		if fromType != toType || from.Type.Repr != to.Type.Repr || !sameValues() {
+			return reload("NOT NULL dropped with another change: %s to %s", from.TypeSQL(), to.TypeSQL())
+		}
+		return TypeChange{Action: TypeChangeModify, Reason: fmt.Sprintf("NOT NULL dropped: NULL flag column %s added", QuoteIdent(to.NullFlag()))}
 	case fromType == toType:
 		if from.Type.Repr != to.Type.Repr {
 			return reload("the ClickHouse type %s is unchanged but the output writes %s's values into it differently than %s's", to.TypeSQL(), after.TypeName, before.TypeName)
@@ -92,6 +99,12 @@ func ClassifyTypeChange(before, after desclog.Column, from, to ColumnSpec, inKey
 			return reload("the values change: %s", why)
 		}
 		return TypeChange{Action: TypeChangeModify, Reason: fmt.Sprintf("NOT NULL dropped: %s becomes %s", from.TypeSQL(), to.TypeSQL())}
+	case from.Type.Repr == ReprString && to.Type.Repr == ReprString && plainType(from.Type.Type) == plainType(to.Type.Type):
+		// String to and from LowCardinality(String): the same strings.
+		if !sameValues() {
+			return reload("the values change: %s", why)
+		}
+		return TypeChange{Action: TypeChangeModify, Reason: fmt.Sprintf("ClickHouse converts %s to %s exactly", from.TypeSQL(), to.TypeSQL())}
 	case from.Type.Repr == ReprString || to.Type.Repr == ReprString:
 		// ClickHouse's text of a value (toString) is not PostgreSQL's
 		// output, nor does it parse PostgreSQL's text the way the output
@@ -106,6 +119,14 @@ func ClassifyTypeChange(before, after desclog.Column, from, to ColumnSpec, inKey
 		return reload("%s", why)
 	}
 	return TypeChange{Action: TypeChangeModify, Reason: fmt.Sprintf("ClickHouse converts %s to %s exactly", from.TypeSQL(), to.TypeSQL())}
+}
+
+// plainType is t without a LowCardinality wrapper.
+func plainType(t string) string {
+	if inner, ok := unwrapType(t, "LowCardinality"); ok {
+		return inner
+	}
+	return t
 }
 
 func numericRepr(r Repr) bool {

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,8 +149,10 @@ func TestTypeChangeModifyOnClickHouse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Reload) > 0 || len(p.Statements) == 0 {
-			continue // keep and reload cases run no statement
+		if len(p.Reload) > 0 || !slices.ContainsFunc(p.Statements, func(s string) bool { return strings.Contains(s, " MODIFY COLUMN ") }) {
+			// Keep and reload cases run no statement; a NULL flag added
+			// (DROP NOT NULL of an array) converts no value.
+			continue
 		}
 		rows, ok := values[tc.name]
 		if !ok {

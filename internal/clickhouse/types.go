@@ -104,7 +104,7 @@ func str(reason string) ColumnType {
 
 // MapColumn maps a source column to its ClickHouse type on dialect d; see
 // the type map in doc.go. inKey says the column is part of the sorting key
-// (never Nullable). It never fails: what has no native mapping is a String
+// (never Nullable; no mapping depends on it today). It never fails: what has no native mapping is a String
 // of PostgreSQL's text output, with Reason set.
 func MapColumn(d Dialect, c desclog.Column, inKey bool) ColumnType {
 	switch c.TypeKind {
@@ -120,7 +120,13 @@ func MapColumn(d Dialect, c desclog.Column, inKey bool) ColumnType {
 		}
 		return t
 	case 'e':
-		return str("") // enum labels can be renamed and added: String keeps them all
+		// Enum labels can be added and renamed: a ClickHouse Enum would
+		// need an ALTER each time, a string holds them all. Few distinct
+		// values: LowCardinality where the server has it.
+		if d.LowCardinality {
+			return ColumnType{Type: "LowCardinality(String)", Repr: ReprString}
+		}
+		return str("")
 	case 'r', 'm':
 		return str("") // ranges have no ClickHouse type
 	case 'c':
@@ -129,11 +135,8 @@ func MapColumn(d Dialect, c desclog.Column, inKey bool) ColumnType {
 		return str(fmt.Sprintf("pseudo-type %s", c.TypeName))
 	}
 	if isArray(c) {
-		if !c.NotNull && !inKey {
-			// ClickHouse has no Nullable(Array(...)): a NULL array would
-			// read back as [] and be indistinguishable from '{}'.
-			return str("a nullable array: ClickHouse arrays cannot be NULL")
-		}
+		// A nullable array's NULLs go to its NULL flag column
+		// (ColumnSpec.NullFlag): ClickHouse has no Nullable(Array(...)).
 		elem := mapOid(d, c.ElemTypeOid, c.TypMod)
 		return ColumnType{Type: "Array(Nullable(" + elem.Type + "))", Repr: ReprArray, Elem: &elem}
 	}

@@ -61,14 +61,14 @@ func TestMapColumn(t *testing.T) {
 		{"numeric(10,2)[]", array(oidNumeric, NumericTypmod(10, 2), "numeric(10,2)[]", true), "Array(Nullable(Decimal(10, 2)))", "Array(Nullable(Decimal(10, 2)))", ReprArray},
 		{"timestamptz[]", array(oidTimestamptz, -1, "timestamp with time zone[]", true), "Array(Nullable(Int64))", "Array(Nullable(DateTime64(6, 'UTC')))", ReprArray},
 		{"text[]", array(oidText, -1, "text[]", true), "Array(Nullable(String))", "Array(Nullable(String))", ReprArray},
-		{"nullable int4[]", array(oidInt4, -1, "integer[]", false), "String", "String", ReprString},
+		{"nullable int4[]", array(oidInt4, -1, "integer[]", false), "Array(Nullable(Int32))", "Array(Nullable(Int32))", ReprArray},
 		{"int2vector", desclog.Column{TypeOid: oidInt2vector, TypeKind: 'b', ElemTypeOid: oidInt2, Len: -1, TypeName: "int2vector", NotNull: true}, "String", "String", ReprString},
 		{"point", desclog.Column{TypeOid: 600, TypeKind: 'b', ElemTypeOid: oidFloat8, Len: 16, TypeName: "point", NotNull: true}, "String", "String", ReprString},
 		{"domain over int4", desclog.Column{TypeOid: 90000, TypeKind: 'd', BaseTypeOid: oidInt4, TypeName: "posint", NotNull: true}, "Int32", "Int32", ReprInt},
 		{"domain over numeric", desclog.Column{TypeOid: 90001, TypeKind: 'd', BaseTypeOid: oidNumeric, TypeName: "money2", NotNull: true}, "String", "String", ReprString},
 		{"domain over text", desclog.Column{TypeOid: 90002, TypeKind: 'd', BaseTypeOid: oidText, TypeName: "email", NotNull: true}, "String", "String", ReprString},
 		{"domain over hstore", desclog.Column{TypeOid: 90003, TypeKind: 'd', BaseTypeOid: 90100, TypeName: "kv", NotNull: true}, "String", "String", ReprString},
-		{"enum", desclog.Column{TypeOid: 90004, TypeKind: 'e', TypeName: "mood", NotNull: true}, "String", "String", ReprString},
+		{"enum", desclog.Column{TypeOid: 90004, TypeKind: 'e', TypeName: "mood", NotNull: true}, "String", "LowCardinality(String)", ReprString},
 		{"range", desclog.Column{TypeOid: 3904, TypeKind: 'r', TypeName: "int4range", NotNull: true}, "String", "String", ReprString},
 		{"multirange", desclog.Column{TypeOid: 4451, TypeKind: 'm', TypeName: "int4multirange", NotNull: true}, "String", "String", ReprString},
 		{"composite", desclog.Column{TypeOid: 90005, TypeKind: 'c', TypeName: "pair", NotNull: true}, "String", "String", ReprString},
@@ -100,7 +100,6 @@ func TestMapColumnReasons(t *testing.T) {
 	for _, c := range []desclog.Column{
 		base(oidNumeric, -1, "numeric"),
 		base(90006, -1, "hstore"),
-		array(oidInt4, -1, "integer[]", false),
 		{TypeOid: 90003, TypeKind: 'd', BaseTypeOid: 90100, TypeName: "kv"},
 	} {
 		if got := MapColumn(Modern, c, false); got.Reason == "" {

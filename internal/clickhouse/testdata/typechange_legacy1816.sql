@@ -235,5 +235,6 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN `v` Nullable(String);
 -- varchar(10)[] to text[]: character varying(10)[] Array(Nullable(String)) -> text[]: keep
 -- note: column "v" of relation demo.users changed type from character varying(10)[] to text[]: ClickHouse column `v` kept as Array(Nullable(String)) (ClickHouse type Array(Nullable(String)) unchanged and every value is the same)
 
--- DROP NOT NULL int4[]: integer[] Array(Nullable(Int32)) -> integer[]: reload
--- reload: column "v" of relation demo.users changed type from integer[] (ClickHouse Array(Nullable(Int32))) to integer[] (ClickHouse Nullable(String)): Array(Nullable(Int32)) to Nullable(String): ClickHouse's conversion to or from String is not PostgreSQL's text; the table needs a reload under its new shape
+-- DROP NOT NULL int4[]: integer[] Array(Nullable(Int32)) -> integer[]: modify
+ALTER TABLE `mirror`.`demo.users` ADD COLUMN `v__is_null` UInt8 DEFAULT 0;
+-- note: column "v" of relation demo.users dropped NOT NULL: ClickHouse column `v` is now Array(Nullable(Int32)), its NULLs in `v__is_null` (NOT NULL dropped: NULL flag column `v__is_null` added)

@@ -164,8 +164,9 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(Decimal(1
 -- text to jsonb: text Nullable(String) -> jsonb: reload
 -- reload: column "v" of relation demo.users changed type from text (ClickHouse Nullable(String)) to jsonb (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: text to jsonb is not a conversion known to keep every value; the table needs a reload under its new shape
 
--- enum to text: mood Nullable(String) -> text: keep
--- note: column "v" of relation demo.users changed type from mood to text: ClickHouse column `v` kept as Nullable(String) (ClickHouse type Nullable(String) unchanged and every value is the same)
+-- enum to text: mood LowCardinality(Nullable(String)) -> text: modify
+ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(String);
+-- note: column "v" of relation demo.users changed type from mood to text: ClickHouse column `v` is now Nullable(String) (ClickHouse converts LowCardinality(Nullable(String)) to Nullable(String) exactly)
 
 -- interval to text: interval Nullable(String) -> text: reload
 -- reload: column "v" of relation demo.users changed type from interval (ClickHouse Nullable(String)) to text (ClickHouse Nullable(String)): the ClickHouse type Nullable(String) is unchanged but the values change: interval to text is not a conversion known to keep every value; the table needs a reload under its new shape
@@ -238,5 +239,6 @@ ALTER TABLE `mirror`.`demo.users` MODIFY COLUMN IF EXISTS `v` Nullable(String);
 -- varchar(10)[] to text[]: character varying(10)[] Array(Nullable(String)) -> text[]: keep
 -- note: column "v" of relation demo.users changed type from character varying(10)[] to text[]: ClickHouse column `v` kept as Array(Nullable(String)) (ClickHouse type Array(Nullable(String)) unchanged and every value is the same)
 
--- DROP NOT NULL int4[]: integer[] Array(Nullable(Int32)) -> integer[]: reload
--- reload: column "v" of relation demo.users changed type from integer[] (ClickHouse Array(Nullable(Int32))) to integer[] (ClickHouse Nullable(String)): Array(Nullable(Int32)) to Nullable(String): ClickHouse's conversion to or from String is not PostgreSQL's text; the table needs a reload under its new shape
+-- DROP NOT NULL int4[]: integer[] Array(Nullable(Int32)) -> integer[]: modify
+ALTER TABLE `mirror`.`demo.users` ADD COLUMN IF NOT EXISTS `v__is_null` UInt8 DEFAULT 0;
+-- note: column "v" of relation demo.users dropped NOT NULL: ClickHouse column `v` is now Array(Nullable(Int32)), its NULLs in `v__is_null` (NOT NULL dropped: NULL flag column `v__is_null` added)
