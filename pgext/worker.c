@@ -545,7 +545,11 @@ ws_listen(void)
 
 	memset(&addr, 0, sizeof(addr));
 	addr.sun_family = AF_UNIX;
-	strlcpy(addr.sun_path, ws_socket_path, sizeof(addr.sun_path));
+	/*
+	 * snprintf, not strlcpy: a module built against a newer major's headers
+	 * (which expect the C library's strlcpy) on an older C library lacks it.
+	 */
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", ws_socket_path);
 
 	if (lstat(ws_socket_path, &st) == 0)
 	{

@@ -65,8 +65,8 @@ func TestAcceptancePGBenchDDLAllCompressions(t *testing.T) {
 	if got.FPICount != fpis.Images || got.Records != fpis.Records {
 		t.Errorf("FPI count %d in %d records, pg_waldump --bkp-details lists %d in %d", got.FPICount, got.Records, fpis.Images, fpis.Records)
 	}
-	t.Logf("%d segments, %d records, %d bytes, %d FPIs (%d bytes), %d record types; pg_waldump agrees",
-		got.SegmentsRead, got.Records, got.TotalBytes, got.FPICount, got.FPIBytes, len(got.RecordTypes))
+	t.Logf("PostgreSQL %s: %d segments, %d records, %d bytes, %d FPIs (%d bytes), %d record types; pg_waldump agrees",
+		pg.QueryString(t, "SHOW server_version"), got.SegmentsRead, got.Records, got.TotalBytes, got.FPICount, got.FPIBytes, len(got.RecordTypes))
 
 	fileRecs := restoreAllImages(t, dir)
 	streamRecs := streamInRandomChunks(t, dir)
