@@ -56,6 +56,12 @@ if [ ! -x "$root/usr/lib/postgresql/$major/bin/postgres" ]; then
   echo "create_main_cluster = false" >"$root/etc/postgresql-common/createcluster.d/walshadow.conf"
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod +x "$root/usr/sbin/policy-rc.d"
+  # A mirror whose sid Release file is past its Valid-Until (a stale
+  # mirror, or a machine clock ahead of it) still serves the packages.
+  echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99walshadow-valid-until"
+  # postgresql-common's postinst runs systemd-tmpfiles, which needs /proc.
+  mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+  trap 'umount "$root/proc" 2>/dev/null || true' EXIT
   chroot "$root" apt-get update -qq
   chroot "$root" apt-get install -y -qq --no-install-recommends "postgresql-$major" "postgresql-server-dev-$major" >"$dir/apt.log" 2>&1 ||
     { tail -20 "$dir/apt.log" >&2; exit 1; }

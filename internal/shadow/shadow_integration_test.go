@@ -119,7 +119,7 @@ func TestBootstrapCatalogOnlyShadow(t *testing.T) {
 		if fi, err := os.Lstat(tsPath); err != nil || !fi.IsDir() {
 			t.Errorf("%s: %v %v", tsPath, fi, err)
 		}
-		dbDirs, _ := filepath.Glob(filepath.Join(tsPath, "PG_15_*", strconv.Itoa(int(res.FollowedDBOID))))
+		dbDirs, _ := filepath.Glob(filepath.Join(tsPath, "PG_*_*", strconv.Itoa(int(res.FollowedDBOID))))
 		if len(dbDirs) != 1 {
 			t.Errorf("database directory of the tablespace: %v", dbDirs)
 		}
