@@ -90,6 +90,30 @@ func TestScopeMirrorsOutput(t *testing.T) {
 	}
 }
 
+// TestCheckVersion: 15 to 18 are taken (16 with a warning: untested), 14
+// and 19 refused with one line naming the source's version.
+func TestCheckVersion(t *testing.T) {
+	for _, c := range []struct {
+		num  int
+		sev  Severity
+		part string
+	}{
+		{140012, Error, "source is PostgreSQL 14.12 (server_version_num 140012): walshadow supports PostgreSQL 15 to 18"},
+		{150020, Info, "PostgreSQL 15.20 (server_version_num 150020): supported and tested"},
+		{160010, Warning, "not tested against a real server"},
+		{170012, Info, "supported and tested"},
+		{180006, Info, "supported and tested"},
+		{190000, Error, "walshadow supports PostgreSQL 15 to 18; it cannot read this major's WAL"},
+	} {
+		var fs findings
+		fs.checkVersion(sourceSettings{versionNum: c.num, version: fmt.Sprintf("%d.%d", c.num/10000, c.num%10000)})
+		want(t, fs.r, "server_version", c.sev, c.part)
+		if strings.Contains(fs.r[0].Detail, "\n") {
+			t.Errorf("%d: a finding of more than one line: %q", c.num, fs.r[0].Detail)
+		}
+	}
+}
+
 func TestCheckWALSenders(t *testing.T) {
 	for _, c := range []struct {
 		max, used int

@@ -31,7 +31,12 @@ func installRemedy(major int) string {
 	if major == 0 {
 		major = testedMajor
 	}
-	return fmt.Sprintf("install postgresql-%d and set shadow.bin_dir to its bin directory (e.g. /usr/lib/postgresql/%d/bin)", major, major)
+	remedy := fmt.Sprintf("install postgresql-%d and set shadow.bin_dir to its bin directory (e.g. /usr/lib/postgresql/%d/bin)", major, major)
+	if major == 17 || major == 18 {
+		// Debian 12 has no package of either; pgmajor.sh lays one out.
+		remedy += fmt.Sprintf("; on Debian 12, sudo scripts/pgmajor.sh %d prints the bin directory to use", major)
+	}
+	return remedy
 }
 
 // checkShadowBinaries checks binDir holds the shadow's programs and that

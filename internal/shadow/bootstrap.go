@@ -326,8 +326,8 @@ func querySource(ctx context.Context, dsn, followedDB string, log *slog.Logger) 
 		Scan(&facts.versionNum, &facts.superUser); err != nil {
 		return nil, fmt.Errorf("querying the source's version: %w", err)
 	}
-	if facts.versionNum < 150000 {
-		return nil, fmt.Errorf("the source runs server_version_num %d; walshadow needs PostgreSQL 15 or later", facts.versionNum)
+	if _, err := wal.LayoutForMajor(facts.versionNum / 10000); err != nil {
+		return nil, fmt.Errorf("the source runs server_version_num %d: %w", facts.versionNum, err)
 	}
 	dbs, err := listDatabases(ctx, conn)
 	if err != nil {
