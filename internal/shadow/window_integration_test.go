@@ -101,6 +101,12 @@ func TestBackupWindowWithoutTransformWAL(t *testing.T) {
 		}
 		sh := startShadow(t, ctx, src, dir, parent)
 		err = sh.Start(ctx)
+		if major := src.QueryInt(t, "SELECT current_setting('server_version_num')::int / 10000"); err == nil && major >= 18 {
+			// 18 replays them without refusing (the first subtest still
+			// shows why the window is filtered: user files appear).
+			t.Logf("PostgreSQL %d replayed %d unfiltered VISIBLE records of absent pages without refusing", major, visible)
+			return
+		}
 		if err == nil {
 			t.Fatalf("the shadow replayed %d unfiltered VISIBLE records of absent pages; PostgreSQL is expected to refuse", visible)
 		}
