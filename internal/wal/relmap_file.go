@@ -9,9 +9,16 @@ import (
 // pg_filenode.map file.
 const RelMapperFileMagic = 0x592717
 
-// relMapFileOverhead is magic + num_mappings before the mappings and
-// crc + pad after them (RelMapFile in utils/cache/relmapper.c).
-const relMapFileOverhead = 16
+// The file is magic and num_mappings, the mappings, then the CRC: PG15
+// sizes it for MAX_MAPPINGS = 62 and pads it to 512 bytes with a word
+// after the CRC; 16 and later size it for 64 with no pad (524 bytes)
+// (RelMapFile in utils/cache/relmapper.c). The two differ by 4 bytes mod
+// 8, so the size tells them apart.
+const (
+	relMapFileHeader     = 8
+	relMapFileOverhead15 = relMapFileHeader + 8 // crc + pad
+	relMapFileOverhead16 = relMapFileHeader + 4 // crc
+)
 
 // relMappingSize is sizeof(RelMapping): {mapoid, mapfilenode}.
 const relMappingSize = 8
@@ -25,13 +32,13 @@ type RelMapping struct {
 // RelMapFile is the content of a pg_filenode.map file: the relfilenodes of
 // the mapped catalogs (pg_class, pg_attribute, shared catalogs, their
 // indexes, ...), whose pg_class.relfilenode is 0. PG15 sizes the file for
-// MAX_MAPPINGS = 62 entries (512 bytes); the decoder derives the capacity
-// from the size it is given instead of assuming it, so a version with a
-// different MAX_MAPPINGS still parses. Mappings alias the input.
+// MAX_MAPPINGS = 62 entries (512 bytes), 16 and later for 64 (524 bytes);
+// the decoder derives the layout and capacity from the size it is given
+// instead of assuming them. Mappings alias the input.
 type RelMapFile struct {
 	Magic       uint32
 	NumMappings int
-	Capacity    int // MAX_MAPPINGS of the writer: (size - 16) / 8
+	Capacity    int // MAX_MAPPINGS of the writer
 	CRC         uint32
 	b           []byte // the NumMappings valid entries
 }
@@ -67,20 +74,24 @@ func (dst *RelMapFile) Decode(src []byte) error {
 func (dst *RelMapFile) decode(src []byte, lsn LSN, what string) error {
 	*dst = RelMapFile{}
 	n := len(src)
-	if n < relMapFileOverhead || (n-relMapFileOverhead)%relMappingSize != 0 {
-		return errorf(lsn, KindCorrupt, "%s: size %d is not %d + %d*n bytes", what, n, relMapFileOverhead, relMappingSize)
+	overhead := relMapFileOverhead15
+	if n >= relMapFileOverhead16 && (n-relMapFileOverhead16)%relMappingSize == 0 {
+		overhead = relMapFileOverhead16
+	} else if n < relMapFileOverhead15 || (n-relMapFileOverhead15)%relMappingSize != 0 {
+		return errorf(lsn, KindCorrupt, "%s: size %d is neither %d + %d*n bytes (PostgreSQL 15) nor %d + %d*n (16 and later)",
+			what, n, relMapFileOverhead15, relMappingSize, relMapFileOverhead16, relMappingSize)
 	}
 	dst.Magic = binary.LittleEndian.Uint32(src[0:])
 	if dst.Magic != RelMapperFileMagic {
 		return errorf(lsn, KindCorrupt, "%s: magic 0x%X, want 0x%X", what, dst.Magic, RelMapperFileMagic)
 	}
-	dst.Capacity = (n - relMapFileOverhead) / relMappingSize
+	dst.Capacity = (n - overhead) / relMappingSize
 	num := int32(binary.LittleEndian.Uint32(src[4:]))
 	if num < 0 || int(num) > dst.Capacity {
 		return errorf(lsn, KindCorrupt, "%s: %d mappings, capacity %d", what, num, dst.Capacity)
 	}
 	dst.NumMappings = int(num)
-	crcOff := n - 8 // crc and pad close the file
+	crcOff := relMapFileHeader + dst.Capacity*relMappingSize // the CRC (and 15's pad) close the file
 	dst.CRC = binary.LittleEndian.Uint32(src[crcOff:])
 	if crc := crc32.Checksum(src[:crcOff], castagnoli); crc != dst.CRC {
 		return errorf(lsn, KindCorrupt, "%s: CRC %08X, computed %08X", what, dst.CRC, crc)

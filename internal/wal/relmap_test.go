@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"strings"
 	"testing"
 )
 
@@ -46,10 +47,23 @@ func TestRelMapUpdate(t *testing.T) {
 		t.Errorf("At(1) = %+v", u.Map.At(1))
 	}
 
-	// A 64-entry (528-byte) map parses with its own capacity.
+	// A 64-entry (528-byte) map of 15's layout parses with its own capacity.
 	var m RelMapFile
 	if err := m.Decode(xtRelMapFile(64, RelMapping{1262, 1262})); err != nil || m.Capacity != 64 || m.Len() != 1 {
 		t.Errorf("528-byte map: %v %+v", err, m)
+	}
+	// 16 and later: 64 entries and the CRC, no pad (524 bytes).
+	pg16 := xtRelMapFile(64, RelMapping{1262, 1262}, RelMapping{1259, 16500})
+	pg16 = pg16[:len(pg16)-4]
+	if err := m.Decode(pg16); err != nil || len(pg16) != 524 || m.Capacity != 64 || m.Len() != 2 {
+		t.Errorf("524-byte map: %v %+v", err, m)
+	}
+	if got, ok := m.Lookup(1259); !ok || got != 16500 {
+		t.Errorf("524-byte map: Lookup(1259) = %d %v", got, ok)
+	}
+	pg16[20] ^= 1
+	if err := m.Decode(pg16); err == nil || !strings.Contains(err.Error(), "CRC") {
+		t.Errorf("524-byte map with a flipped bit: %v", err)
 	}
 }
 
@@ -75,7 +89,7 @@ func TestRelMapErrors(t *testing.T) {
 		{"short header", xtBuf{}.u32(5).u32(1663), []string{"relmap update", "xl_relmap_update needs 12 bytes"}},
 		{"negative nbytes", update(-1, good), []string{"-1 map bytes"}},
 		{"nbytes past end", update(513, good), []string{"513 map bytes"}},
-		{"size not 16+8n", update(511, good), []string{"size 511"}},
+		{"size not 16+8n nor 12+8n", update(511, good), []string{"size 511 is neither 16 + 8*n bytes (PostgreSQL 15) nor 12 + 8*n (16 and later)"}},
 		{"too small", update(8, good), []string{"size 8"}},
 		{"bad magic", update(512, mutate(0, 0x592718)), []string{"magic 0x592718"}},
 		{"negative mappings", update(512, mutate(4, 0xFFFFFFFF)), []string{"-1 mappings"}},
