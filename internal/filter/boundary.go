@@ -57,12 +57,19 @@ type BoundaryInfo struct {
 // (utils/syscache.h) and so move between majors.
 type namespaceCaches struct{ byName, byOid int8 }
 
-// namespaceCacheIDs is per PostgreSQL major. PG15 (15.18's syscache.h):
-// AGGFNOID = 0 ... NAMESPACENAME = 35, NAMESPACEOID = 36 (RELOID = 55, which
-// pg_waldump output confirms). Other majors are added once checked against
-// their headers; until then their commits fail closed.
+// namespaceCacheIDs is per PostgreSQL major, from each major's enum
+// (utils/syscache.h in 15, catalog/syscache_ids.h generated in 17 and
+// later): 15.18: AGGFNOID = 0 ... NAMESPACENAME = 35, NAMESPACEOID = 36
+// (RELOID = 55, which pg_waldump output confirms); 17.12: the same; 18.6:
+// 37 and 38 (two caches added before them). 16 is inferred, not read: 15
+// and 17 agree, so no cache before NAMESPACENAME came or went in between
+// (16's headers are not reachable here). A major not listed fails closed
+// at its first catalog invalidation.
 var namespaceCacheIDs = map[int]namespaceCaches{
 	15: {byName: 35, byOid: 36},
+	16: {byName: 35, byOid: 36},
+	17: {byName: 35, byOid: 36},
+	18: {byName: 37, byOid: 38},
 }
 
 // invalVerdict is what a set of invalidation messages says about the

@@ -430,3 +430,49 @@ func TestRelinkAfterAbortedSubxactReborn(t *testing.T) {
 		t.Fatalf("drain: %+v, %d xids left", agg, tr.size())
 	}
 }
+
+// TestNamespaceCacheIDsPerMajor: pg_namespace's catcache ids are read by
+// the record's major (18 moved them from 35/36 to 37/38): a namespace
+// change is a capture-all boundary on each, RELOID's neighbours are not.
+func TestNamespaceCacheIDsPerMajor(t *testing.T) {
+	for _, c := range []struct {
+		major     int
+		namespace []int8
+		unrelated []int8
+	}{
+		{15, []int8{35, 36}, []int8{37, 55}},
+		{16, []int8{35, 36}, []int8{37, 55}},
+		{17, []int8{35, 36}, []int8{37, 55}},
+		{18, []int8{37, 38}, []int8{35, 36, 57}},
+	} {
+		layout, err := wal.LayoutForMajor(c.major)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &wal.Record{LSN: 0x1000028, Layout: layout}
+		for _, ids := range [][]int8{c.namespace, c.unrelated} {
+			for _, id := range ids {
+				var msgs wal.InvalMessages
+				if err := msgs.Decode(rec, catcacheInval(id, followedDB), 1); err != nil {
+					t.Fatal(err)
+				}
+				v, err := New(Config{DbOid: followedDB}).scanInvals(rec, msgs, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := slices.Contains(c.namespace, id); v.captureAll != want || !v.touches {
+					t.Errorf("PostgreSQL %d, catcache %d: %+v, want capture-all %v", c.major, id, v, want)
+				}
+			}
+		}
+	}
+	// A major without known ids fails closed.
+	rec := &wal.Record{LSN: 0x1000028, Layout: &wal.Layout{Major: 19}}
+	var msgs wal.InvalMessages
+	if err := msgs.Decode(rec, catcacheInval(35, followedDB), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{DbOid: followedDB}).scanInvals(rec, msgs, nil); err == nil {
+		t.Error("PostgreSQL 19's catcache ids were taken")
+	}
+}
