@@ -341,7 +341,10 @@ func TestFatalErrors(t *testing.T) {
 		// commit naming pg_namespace entries of a major without a syscache table
 		func() *wal.Record {
 			r := commitRec(0x1234568, 700, xactEnd{dbOid: followedDB, invals: [][]byte{catcacheInval(36, followedDB)}})
-			r.Layout, _ = wal.LayoutForMajor(16)
+			l, _ := wal.LayoutForMajor(18)
+			unknown := *l
+			unknown.Major = 19
+			r.Layout = &unknown
 			return r
 		}(),
 	}
