@@ -24,7 +24,7 @@ type DeferredRow struct {
 	Key    []any // the key to read them back by, in the table's row layout
 	Want   []int // the columns to fill
 	LSN    wal.LSN
-	Commit wal.LSN // its transaction's commit
+	Commit wal.LSN // its transaction's commit record
 	XID    uint32
 }
 
