@@ -23,12 +23,9 @@ type loadDestination struct{ o *chOutput }
 
 var _ load.Destination = loadDestination{}
 
-func (d loadDestination) Conn() load.Conn {
-	if d.o.conn == nil {
-		return nil
-	}
-	return d.o.conn
-}
+// Conn is nil while the output is not connected (a nil chConn is a nil
+// load.Conn).
+func (d loadDestination) Conn() load.Conn { return d.o.conn }
 
 func (d loadDestination) WithLock(fn func() error) error {
 	d.o.mu.Lock()
