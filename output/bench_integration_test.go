@@ -179,7 +179,7 @@ func newPgbenchRig(tb testing.TB, database string, more ...desclog.Descriptor) *
 		tb.Fatalf("the output agreed on no table for %s.%s after Connect", pgbenchSchema, pgbenchTable)
 	}
 	r.target = a.Target
-	r.cols = newTableState(r.out.conn.Dialect(), a).cols
+	r.cols = newTableState(r.out.conn.Dialect(), a).Cols
 	return r
 }
 

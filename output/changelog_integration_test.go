@@ -314,7 +314,7 @@ func TestKeyedReplayAtEveryKillPoint(t *testing.T) {
 		if got := contents(); got != want {
 			t.Errorf("kill point %d: after the replay:\n%s\nwant\n%s", kill, got, want)
 		}
-		if n := len(r.out.loads.ledger.All()); n != 0 {
+		if n := len(r.out.loads.Ledger().All()); n != 0 {
 			t.Fatalf("kill point %d: %d loads planned: a replay failed the table", kill, n)
 		}
 	}
@@ -372,7 +372,7 @@ func TestPhysicalReplayAfterTruncate(t *testing.T) {
 		if got := contents(); got != want {
 			t.Fatalf("after a replay:\n%s\nwant\n%s", got, want)
 		}
-		if n := len(r.out.loads.ledger.All()); n != 0 {
+		if n := len(r.out.loads.Ledger().All()); n != 0 {
 			t.Fatalf("%d loads planned: a replay failed the table", n)
 		}
 	}

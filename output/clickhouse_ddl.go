@@ -468,10 +468,10 @@ type chOutput struct {
 	// their later rows in it are not written (their reload holds them).
 	failedInBatch map[uint32]bool
 	// loads runs the initial loads (nil until connected).
-	loads *loader
+	loads *load.Engine
 	// deferred are the current batch's updates waiting for their table's
 	// load (handed to loads once the batch is written).
-	deferred []deferredRow
+	deferred []load.DeferredRow
 	// reorderSeen: a batch arrived before an earlier one (logged once).
 	reorderSeen atomic.Bool
 	// inOutput are the session batches (epoch, seq) inside WriteBatch.
@@ -549,15 +549,15 @@ func (o *chOutput) Connect(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("opening the initial load ledger: %w", err)
 			}
-			o.loads = newLoader(o, o.s.load, ledger, o.mgr.Metrics())
-			if err := o.loads.restoreFilters(o.writtenBefore); err != nil {
+			o.loads = o.newLoadEngine(ledger)
+			if err := o.loads.RestoreFilters(o.writtenBefore); err != nil {
 				return err
 			}
 		}
 		if err := o.reconcileAll(ctx); err != nil {
 			return err
 		}
-		if err := o.loads.resume(ctx); err != nil {
+		if err := o.loads.Resume(ctx); err != nil {
 			return err
 		}
 		o.ready = true
@@ -574,7 +574,7 @@ func (o *chOutput) Close(ctx context.Context) error {
 	o.mu.Unlock()
 	if loads != nil {
 		// Before taking the lock: a load may be waiting for it to publish.
-		loads.close()
+		loads.Close()
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -176,13 +176,13 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		}
 	}
 	delete(o.tables, oid) // its pending rows: in the reload
-	if o.loads.loading(oid) {
+	if o.loads.Loading(oid) {
 		// Its load in progress starts over with a snapshot that sees the
 		// failed change, and a new delta table: all the old one holds
 		// committed before that snapshot, so the publish would discard it.
-		if e, ok := o.loads.ledger.Get(oid); ok {
+		if e, ok := o.loads.Ledger().Get(oid); ok {
 			e.LastError = reason
-			if err := o.loads.ledger.Put(e); err != nil {
+			if err := o.loads.Ledger().Put(e); err != nil {
 				return globalf("recording the failure of %s: %w", name, err)
 			}
 		}
@@ -191,8 +191,8 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		} else {
 			o.log.Errorf("%s %s; its initial load in progress starts over and repairs it", name, reason)
 		}
-		o.loads.invalidate(oid)
-		if delta, ok := o.loads.deltaTarget(oid); ok && prev != nil && prev.Target == delta {
+		o.loads.Invalidate(oid)
+		if delta, ok := o.loads.DeltaTarget(oid); ok && prev != nil && prev.Target == delta {
 			if err := o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
 				return fmt.Errorf("%s %s, and dropping its delta table failed: %w", name, reason, err)
 			}
@@ -205,7 +205,7 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		}
 		return nil
 	}
-	if o.loads.running(oid) {
+	if o.loads.Running(oid) {
 		// An abandoned load of it is still stopping: its goroutine would
 		// discard the new one's ledger entry.
 		return globalf("%s %s while its earlier initial load is still stopping: retrying", name, reason)
@@ -231,8 +231,8 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		}
 		// Not even a fresh table can be agreed on: nothing of it is
 		// written until its shape changes or the configuration does.
-		if e, ok := o.loads.ledger.Get(oid); ok {
-			if derr := o.loads.discard(ctx, e); derr != nil {
+		if e, ok := o.loads.Ledger().Get(oid); ok {
+			if derr := o.loads.Discard(ctx, e); derr != nil {
 				return globalf("%w", derr)
 			}
 		}
@@ -247,10 +247,10 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		o.markBroken(d, err)
 		return nil
 	}
-	o.loads.invalidate(oid)
+	o.loads.Invalidate(oid)
 	if ok {
 		o.states.set(name, stateLoading)
-		o.loads.launch(planned)
+		o.loads.Launch(planned)
 	}
 	return nil
 }

@@ -12,23 +12,15 @@ import (
 
 // Fields of the clickhouse_ddl output's initial_load block.
 const (
-	fieldInitialLoad     = "initial_load"
-	fieldLoadMode        = "mode"
-	fieldLoadWorkers     = "workers"
-	fieldLoadSplitBytes  = "split_bytes"
-	fieldLoadMaxRate     = "max_bytes_per_second"
-	fieldLoadModes       = "modes"
-	fieldTInitialLoad    = "initial_load" // under tables.<name>
-	defaultLoadSplit     = 256 << 20
-	defaultLoadWorkers   = 4
-	loadStagingMarker    = "__wsload_"
-	loadDeltaMarker      = "__wsdelta_"
-	loadReplacedMarker   = "__wsreplaced_"
-	loadStaleMarker      = "__wsstale_"
-	loadProgressInterval = 5
-	// loadApplicationName names the loads' source connections (COPY and
-	// BASE_BACKUP) in pg_stat_activity.
-	loadApplicationName = "walshadow initial load"
+	fieldInitialLoad    = "initial_load"
+	fieldLoadMode       = "mode"
+	fieldLoadWorkers    = "workers"
+	fieldLoadSplitBytes = "split_bytes"
+	fieldLoadMaxRate    = "max_bytes_per_second"
+	fieldLoadModes      = "modes"
+	fieldTInitialLoad   = "initial_load" // under tables.<name>
+	defaultLoadSplit    = 256 << 20
+	defaultLoadWorkers  = 4
 )
 
 func initialLoadField() *service.ConfigField {

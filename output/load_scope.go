@@ -70,24 +70,24 @@ func (o *chOutput) planLoadMode(d *desclog.Descriptor, prev *clickhouse.Agreed, 
 		}
 		return load.Entry{}, false, nil
 	}
-	if e, ok := o.loads.ledger.Get(d.Oid); ok && e.Phase != load.PhaseDone && prev == nil {
+	if e, ok := o.loads.Ledger().Get(d.Oid); ok && e.Phase != load.PhaseDone && prev == nil {
 		return e, true, nil // planned before a crash: it goes on
 	}
 	target := o.targetOf(d.Namespace, d.Name)
 	e := load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
 		Database: target.Database, Target: target.Table,
-		Staging: stagingName(target.Table, d.Oid), Old: replacedName(target.Table, d.Oid), Reason: why, FailedAt: failedAt}
+		Staging: load.StagingName(target.Table, d.Oid), Old: load.ReplacedName(target.Table, d.Oid), Reason: why, FailedAt: failedAt}
 	if prev != nil {
 		e.StaleDatabase, e.Stale = prev.Target.Database, prev.Target.Table
 		if prev.Target == target {
 			// Moved aside at the publish, then dropped: a name of its own,
 			// apart from where a foreign table found by the first load went.
-			e.Old = staleName(target.Table, d.Oid)
+			e.Old = load.StaleName(target.Table, d.Oid)
 		}
 	}
 	// The ledger first: a crash before the agreement is gone still
 	// reloads (the agreement is Left, or gone, at the next start).
-	if err := o.loads.ledger.Put(e); err != nil {
+	if err := o.loads.Ledger().Put(e); err != nil {
 		return load.Entry{}, false, fmt.Errorf("recording the initial load of %s.%s: %w", d.Namespace, d.Name, err)
 	}
 	if prev != nil {
@@ -112,9 +112,9 @@ func (o *chOutput) leaveScope(ctx context.Context, oid uint32, why string) error
 		return nil
 	}
 	delete(o.tables, oid)
-	if delta, loading := o.loads.deltaTarget(oid); loading {
+	if delta, loading := o.loads.DeltaTarget(oid); loading {
 		o.log.Infof("%s.%s %s: its initial load and delta table are dropped", a.Schema, a.Table, why)
-		if err := o.loads.dropped(ctx, oid); err != nil {
+		if err := o.loads.Dropped(ctx, oid); err != nil {
 			return err
 		}
 		if a.Target == delta {
@@ -182,7 +182,7 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 		return ""
 	case prev.Dropped:
 		return ""
-	case o.loads.loading(d.Oid):
+	case o.loads.Loading(d.Oid):
 		// Its load in progress starts over (invalidate) with a snapshot
 		// that sees every row.
 		return ""

@@ -54,7 +54,7 @@ func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change
 		// Replayed from before the table's generation began (a TRUNCATE,
 		// a reload published since): superseded.
 		id.stale = true
-	case a.Filenode == 0 && (c.op == msg.OperationInsert || o.loads.loading(c.oid)):
+	case a.Filenode == 0 && (c.op == msg.OperationInsert || o.loads.Loading(c.oid)):
 		// An empty table takes its first row's generation; a table being
 		// loaded, the stream's (its load's must be the same to publish).
 		next := a.Clone()

@@ -52,7 +52,7 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor, version wal
 	if err := o.agree(ctx, d, version, "first sight"); err != nil {
 		return nil, err
 	}
-	if !o.loads.loading(d.Oid) {
+	if !o.loads.Loading(d.Oid) {
 		o.states.set(qualified(d.Namespace, d.Name), stateFollowing)
 	}
 	ts := o.tables[d.Oid]
@@ -81,7 +81,7 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	} else if err := o.evictRetained(ctx, d, target); err != nil {
 		return err
 	}
-	if delta, ok := o.loads.deltaTarget(d.Oid); ok && (prev == nil || prev.Target == delta) {
+	if delta, ok := o.loads.DeltaTarget(d.Oid); ok && (prev == nil || prev.Target == delta) {
 		// Until its load is published the relation's changes go to its
 		// delta table: the configured name only ever holds a whole table.
 		cfg.Database, cfg.Table = delta.Database, delta.Table
@@ -223,7 +223,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		var planned load.Entry
 		loadNow := false
 		if why != "" {
-			if o.loads.running(d.Oid) {
+			if o.loads.Running(d.Oid) {
 				// An abandoned load of it is still stopping: its goroutine
 				// would discard the new one's ledger entry.
 				return fmt.Errorf("%s.%s %s at %s while its earlier initial load is still stopping: retrying", d.Namespace, d.Name, why, c.lsn)
@@ -236,15 +236,15 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if err := o.agree(ctx, d, c.lsn, event+" at "+c.lsn.String()); err != nil {
 			return err
 		}
-		o.loads.invalidate(d.Oid)
+		o.loads.Invalidate(d.Oid)
 		if loadNow {
-			o.loads.launch(planned)
+			o.loads.Launch(planned)
 		}
 		return nil
 	case desclog.EventDropped.String():
-		delta, loading := o.loads.deltaTarget(c.oid)
-		entry, _ := o.loads.ledger.Get(c.oid)
-		if err := o.loads.dropped(ctx, c.oid); err != nil {
+		delta, loading := o.loads.DeltaTarget(c.oid)
+		entry, _ := o.loads.Ledger().Get(c.oid)
+		if err := o.loads.Dropped(ctx, c.oid); err != nil {
 			return err
 		}
 		prev := o.store.Get(c.oid)
@@ -311,7 +311,7 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if !shape.inScope || o.broken[c.oid] != "" {
 		return nil
 	}
-	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
+	if o.loads.Reflected(c.oid, c.commitLSN, c.xid) {
 		// Before the table's load: it holds what the TRUNCATE left.
 		o.log.Infof("TRUNCATE of %s.%s at %s is in its initial load: not applied again", shape.desc.Namespace, shape.desc.Name, c.lsn)
 		return nil
@@ -333,7 +333,7 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 		ts.agreed = next
 	}
 	// A load in progress holds rows the TRUNCATE removed: it starts over.
-	o.loads.invalidate(c.oid)
+	o.loads.Invalidate(c.oid)
 	return nil
 }
 
@@ -357,7 +357,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 		}
 		seen[qualified(d.Namespace, d.Name)] = true
 		prev := o.store.Get(d.Oid)
-		if o.interruptedReload(prev) {
+		if o.loads.InterruptedReload(prev) {
 			// A reload planned before a crash recorded its load but had
 			// not yet let go of the table's agreement: that step now (the
 			// load's entry names the old table, dropped at its publish).
@@ -398,7 +398,7 @@ func (o *chOutput) reconcileAll(ctx context.Context) error {
 			o.markBroken(d, err)
 			continue
 		}
-		if o.loads.loading(d.Oid) {
+		if o.loads.Loading(d.Oid) {
 			o.states.set(qualified(d.Namespace, d.Name), stateLoading)
 		} else {
 			o.states.set(qualified(d.Namespace, d.Name), stateFollowing)
@@ -431,22 +431,6 @@ func (o *chOutput) startShapeAt(prev *clickhouse.Agreed, at wal.LSN) wal.LSN {
 		return at
 	}
 	return min(at, max(o.writtenBefore, prev.ValidFrom))
-}
-
-// interruptedReload: a is a relation's agreement on a table other than the
-// delta table of the load the ledger has in progress for it. planReload
-// records the load, then drops the agreement, then agrees on the delta
-// table; a crash after the first step leaves this.
-func (o *chOutput) interruptedReload(a *clickhouse.Agreed) bool {
-	if a == nil || a.Dropped || a.Left {
-		return false
-	}
-	e, ok := o.loads.ledger.Get(a.Oid)
-	if !ok || e.Phase != load.PhaseLoading {
-		return false
-	}
-	delta, _ := o.loads.deltaTarget(a.Oid)
-	return a.Target != delta
 }
 
 // waitDescLog waits for the session (started by the input) to open its

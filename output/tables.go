@@ -11,21 +11,10 @@ import (
 // entirely from its durable agreement (the store's Agreed), rebuilt whenever
 // that changes, plus the rows not yet inserted.
 type tableState struct {
-	agreed   *clickhouse.Agreed
-	label    string                    // `db`.`table`, for metrics and errors
-	cols     []clickhouse.ColumnSpec   // the insert's column list: mapped, then synthetic
-	byAttnum map[int16]int             // mapped source attnum → index in cols
-	shape    map[int16]*desclog.Column // the agreed source shape by attnum
-	keyIdx   []int                     // indexes in cols of the sorting key
-	layout   clickhouse.Layout
-	lsnIdx   int
-	xidIdx   int
-	tsIdx    int
-	delIdx   int
-	seqIdx   int // _seq of a change log, else -1
-	// fileIdx, then the block and offset after it: a physical table's
-	// _filenode, _block, _offset (-1 otherwise).
-	fileIdx int
+	clickhouse.RowLayout
+	agreed *clickhouse.Agreed
+	label  string                    // `db`.`table`, for metrics and errors
+	shape  map[int16]*desclog.Column // the agreed source shape by attnum
 	// zero are the mapped columns' zero values (a delete marker's).
 	zero []any
 
@@ -42,7 +31,7 @@ type tableState struct {
 // pending is the block of pending rows.
 func (ts *tableState) pending() *clickhouse.Block {
 	if ts.block == nil {
-		ts.block = clickhouse.NewBlock(ts.cols)
+		ts.block = clickhouse.NewBlock(ts.Cols)
 	}
 	return ts.block
 }
@@ -94,32 +83,12 @@ func (ts *tableState) planOf(shape *rowShape) *rowPlan {
 }
 
 func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
-	ts := &tableState{agreed: a, label: clickhouse.QuoteQualified(a.Target),
-		byAttnum: make(map[int16]int, len(a.Columns)), shape: make(map[int16]*desclog.Column, len(a.Shape))}
-	byName := map[string]int{}
-	for i, mc := range a.Columns {
-		ts.byAttnum[mc.Attnum] = i
-		ts.cols = append(ts.cols, mc.Spec)
-		byName[mc.Spec.Name] = i
-	}
+	ts := &tableState{RowLayout: clickhouse.NewRowLayout(d, a), agreed: a, label: clickhouse.QuoteQualified(a.Target),
+		shape: make(map[int16]*desclog.Column, len(a.Shape))}
 	for i := range a.Shape {
 		ts.shape[a.Shape[i].Num] = &a.Shape[i]
 	}
-	ts.layout = clickhouse.LayoutOf(a.OrderBy)
-	for _, name := range a.OrderBy {
-		if i, ok := byName[name]; ok {
-			ts.keyIdx = append(ts.keyIdx, i)
-		}
-	}
-	base := len(ts.cols)
-	ts.cols = append(ts.cols, clickhouse.TableSyntheticColumns(d, ts.layout)...)
-	ts.lsnIdx, ts.xidIdx, ts.tsIdx, ts.delIdx, ts.seqIdx, ts.fileIdx = base, base+1, base+2, base+3, -1, -1
-	switch ts.layout {
-	case clickhouse.LayoutChangeLog:
-		ts.seqIdx = base + 4
-	case clickhouse.LayoutPhysical:
-		ts.fileIdx = base + 4
-		ts.keyIdx = []int{base + 4, base + 5, base + 6}
+	if ts.Layout == clickhouse.LayoutPhysical {
 		ts.zero = make([]any, len(a.Columns))
 		for i, mc := range a.Columns {
 			// A value every column can hold (ConvertValue of Zero): the
@@ -130,46 +99,41 @@ func newTableState(d clickhouse.Dialect, a *clickhouse.Agreed) *tableState {
 	return ts
 }
 
-// setTID writes a physical table's row identity into row.
-func (ts *tableState) setTID(row []any, filenode uint32, block uint32, off uint16) {
-	row[ts.fileIdx], row[ts.fileIdx+1], row[ts.fileIdx+2] = filenode, block, off
-}
-
 // putTID puts a physical table's row identity into the open row.
 func (ts *tableState) putTID(filenode uint32, block uint32, off uint16) {
 	b := ts.pending()
-	clickhouse.PutValue(b, ts.fileIdx, filenode)
-	clickhouse.PutValue(b, ts.fileIdx+1, block)
-	clickhouse.PutValue(b, ts.fileIdx+2, off)
+	clickhouse.PutValue(b, ts.FileIdx, filenode)
+	clickhouse.PutValue(b, ts.FileIdx+1, block)
+	clickhouse.PutValue(b, ts.FileIdx+2, off)
 }
 
 // putVersion puts the change's version columns (_lsn, _xid, the commit
 // time, _is_deleted) into the open row.
 func (ts *tableState) putVersion(c change, deleted bool) {
 	b := ts.pending()
-	clickhouse.PutValue(b, ts.lsnIdx, uint64(c.lsn))
-	clickhouse.PutValue(b, ts.xidIdx, c.xid)
-	if ts.cols[ts.tsIdx].Name == clickhouse.ColCommitTS {
-		clickhouse.PutValue(b, ts.tsIdx, c.commitTime.UTC())
+	clickhouse.PutValue(b, ts.LSNIdx, uint64(c.lsn))
+	clickhouse.PutValue(b, ts.XIDIdx, c.xid)
+	if ts.Cols[ts.TSIdx].Name == clickhouse.ColCommitTS {
+		clickhouse.PutValue(b, ts.TSIdx, c.commitTime.UTC())
 	} else {
-		clickhouse.PutValue(b, ts.tsIdx, uint64(c.commitTime.UnixMicro()))
+		clickhouse.PutValue(b, ts.TSIdx, uint64(c.commitTime.UnixMicro()))
 	}
 	var del uint8
 	if deleted {
 		del = 1
 	}
-	clickhouse.PutValue(b, ts.delIdx, del)
+	clickhouse.PutValue(b, ts.DelIdx, del)
 }
 
 // deletedAt reports whether pending row i is a delete marker.
 func (ts *tableState) deletedAt(i int) bool {
-	v, _ := clickhouse.ValueOf[uint8](ts.block, i, ts.delIdx)
+	v, _ := clickhouse.ValueOf[uint8](ts.block, i, ts.DelIdx)
 	return v == 1
 }
 
 // lsnAt is pending row i's _lsn.
 func (ts *tableState) lsnAt(i int) uint64 {
-	v, _ := clickhouse.ValueOf[uint64](ts.block, i, ts.lsnIdx)
+	v, _ := clickhouse.ValueOf[uint64](ts.block, i, ts.LSNIdx)
 	return v
 }
 
@@ -177,10 +141,10 @@ func (ts *tableState) lsnAt(i int) uint64 {
 // (key in the table's column layout; false for a table without a key:
 // its rows are a change log).
 func (ts *tableState) sameKeyAt(i int, key []any) bool {
-	if len(ts.keyIdx) == 0 {
+	if len(ts.KeyIdx) == 0 {
 		return false
 	}
-	for _, k := range ts.keyIdx {
+	for _, k := range ts.KeyIdx {
 		if !equalValue(ts.block.Value(i, k), key[k]) {
 			return false
 		}
@@ -210,7 +174,7 @@ func (ts *tableState) endRow() error {
 		return fmt.Errorf("%s: %w", ts.label, err)
 	}
 	n := b.Len()
-	if n > 1 && !ts.deletedAt(n-1) && ts.deletedAt(n-2) && ts.lsnAt(n-2) == ts.lsnAt(n-1) && len(ts.keyIdx) > 0 &&
+	if n > 1 && !ts.deletedAt(n-1) && ts.deletedAt(n-2) && ts.lsnAt(n-2) == ts.lsnAt(n-1) && len(ts.KeyIdx) > 0 &&
 		ts.sameKeyAt(n-2, b.Row(n-1)) {
 		b.Remove(n - 2)
 	}

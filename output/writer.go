@@ -14,6 +14,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -78,7 +79,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		clear(o.failedInBatch)
 		err := o.writeBatch(ctx, batch, pb.changes)
 		if err == nil && len(o.deferred) > 0 {
-			o.loads.addDeferred(o.deferred)
+			o.loads.AddDeferred(o.deferred)
 		}
 		o.deferred = nil
 		if err == nil {
@@ -341,7 +342,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, p
 			return fmt.Errorf("recording the output's progress: %w", err)
 		}
 		o.writtenBefore = lastCommit
-		o.loads.prune(o.writtenBefore)
+		o.loads.Prune(o.writtenBefore)
 	}
 	if !last.IsZero() {
 		o.m.lag.Set(time.Since(last).Milliseconds())
@@ -420,20 +421,20 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		// taken after the batch's transactions committed, holds the rest.)
 		return nil
 	}
-	if o.loads.reflected(c.oid, c.commitLSN, c.xid) {
+	if o.loads.Reflected(c.oid, c.commitLSN, c.xid) {
 		return nil // in the table's initial load
 	}
 	ts, err := o.table(ctx, shape.desc, c.version)
 	if err != nil {
 		return err
 	}
-	if c.lsn < ts.agreed.ValidFrom && o.loads.loading(c.oid) {
+	if c.lsn < ts.agreed.ValidFrom && o.loads.Loading(c.oid) {
 		// Older than the shape its load began under: committed before the
 		// load's snapshot, so in the load.
 		return nil
 	}
 	var id rowIdentity
-	if ts.layout == clickhouse.LayoutPhysical {
+	if ts.Layout == clickhouse.LayoutPhysical {
 		if id, err = o.physicalIdentity(ts, m, c); err != nil {
 			return err
 		}
@@ -496,7 +497,7 @@ func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape,
 			continue
 		}
 		if err := b.Put(pc.idx, v); err != nil {
-			return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[pc.idx].Name, err)
+			return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.Cols[pc.idx].Name, err)
 		}
 	}
 	if found < len(fields) {
@@ -512,25 +513,25 @@ func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape,
 				continue
 			}
 			if err := b.Put(idx, v); err != nil {
-				return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.cols[idx].Name, err)
+				return mark, fmt.Errorf("%s of %s at %s: column %s: %w", c.op, ts.label, c.lsn, ts.Cols[idx].Name, err)
 			}
 		}
 	}
 	isDelete := c.op == msg.OperationDelete
-	if ts.layout == clickhouse.LayoutPhysical {
+	if ts.Layout == clickhouse.LayoutPhysical {
 		ts.putTID(id.filenode, id.block, id.off)
 	}
 	if isDelete {
-		for _, i := range ts.keyIdx {
+		for _, i := range ts.KeyIdx {
 			if !b.Filled(i) {
-				return mark, fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.cols[i].Name)
+				return mark, fmt.Errorf("delete of %s at %s: the old row lacks sorting-key column %s (the key must be the replica identity or part of it)", ts.label, c.lsn, ts.Cols[i].Name)
 			}
 		}
 		for i, mc := range ts.agreed.Columns {
 			if b.Filled(i) {
 				continue
 			}
-			if len(ts.keyIdx) == 0 && !shape.has(mc.Attnum) {
+			if len(ts.KeyIdx) == 0 && !shape.has(mc.Attnum) {
 				// A change log's delete is the whole deleted image: a column
 				// added after the row's shape reads its missing value, as
 				// the inserted image of the row does.
@@ -541,9 +542,9 @@ func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape,
 				b.PutConverted(i, v)
 				continue
 			}
-			zero, err := clickhouse.ConvertValue(ts.cols[i], clickhouse.Zero)
+			zero, err := clickhouse.ConvertValue(ts.Cols[i], clickhouse.Zero)
 			if err != nil {
-				return mark, fmt.Errorf("delete of %s at %s: column %s: %w", ts.label, c.lsn, ts.cols[i].Name, err)
+				return mark, fmt.Errorf("delete of %s at %s: column %s: %w", ts.label, c.lsn, ts.Cols[i].Name, err)
 			}
 			b.PutConverted(i, zero)
 		}
@@ -553,8 +554,8 @@ func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape,
 		var old []any
 		if id.hasOld {
 			// The update's earlier version is the tuple it replaced.
-			old = make([]any, len(ts.cols))
-			ts.setTID(old, id.filenode, id.oldBlock, id.oldOff)
+			old = make([]any, len(ts.Cols))
+			ts.SetTID(old, id.filenode, id.oldBlock, id.oldOff)
 		}
 		if err := o.carryUnchanged(ctx, ts, shape, c, pair, old); err != nil {
 			if errors.Is(err, errSuperseded) {
@@ -582,17 +583,17 @@ func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape,
 		b.PutConverted(i, v)
 	}
 	ts.putVersion(c, isDelete)
-	if ts.seqIdx >= 0 {
+	if ts.SeqIdx >= 0 {
 		// (_lsn, _seq) names the image: a replay after a restart writes
 		// the same pair, and the change-log row replaces itself.
 		if c.recordIndex < 0 {
 			return mark, fmt.Errorf("%s of %s at %s: metadata %s is missing (a table without a key needs it to tell the rows of one WAL record apart)", c.op, ts.label, c.lsn, msg.KeyRecordIndex)
 		}
-		clickhouse.PutValue(b, ts.seqIdx, uint32(c.recordIndex))
+		clickhouse.PutValue(b, ts.SeqIdx, uint32(c.recordIndex))
 	}
 	if deferred != nil {
-		o.deferred = append(o.deferred, deferredRow{oid: c.oid, row: b.Row(b.Len()), key: deferred.key, want: deferred.want,
-			lsn: c.lsn, commit: c.commitLSN, xid: c.xid})
+		o.deferred = append(o.deferred, load.DeferredRow{Oid: c.oid, Row: b.Row(b.Len()), Key: deferred.key, Want: deferred.want,
+			LSN: c.lsn, Commit: c.commitLSN, XID: c.xid})
 		return b.Len(), nil // the row waits; its marker, if any, is written
 	}
 	if err := ts.endRow(); err != nil {
@@ -608,7 +609,7 @@ func (o *chOutput) columnIndex(ts *tableState, shape *rowShape, c change, name s
 	if !ok {
 		return 0, fmt.Errorf("%s of %s at %s: column %q is not in the relation's shape at version %s", c.op, ts.label, c.lsn, name, c.version)
 	}
-	if idx, ok := ts.byAttnum[attnum]; ok {
+	if idx, ok := ts.ByAttnum[attnum]; ok {
 		ts.planOf(shape).learn(name, idx)
 		return idx, nil
 	}
@@ -642,123 +643,6 @@ func (o *chOutput) absentValue(ts *tableState, shape *rowShape, c change, mc cli
 	}
 	return cv, nil
 }
-
-// carryUnchanged fills the unchanged TOAST columns of an update: from the
-// delete half of its pair when that carried them (REPLICA IDENTITY FULL
-// logs the whole old row), else from the newest earlier row of the key,
-// pending here or on ClickHouse. A value found nowhere fails the table
-// (contain: it is reloaded): writing anything else would be a guess. A
-// replayed update whose key ClickHouse holds at its own or a newer _lsn
-// is errSuperseded.
-//
-// old, when not nil, holds the key of the row's earlier version (a
-// physical table's update: the tuple it replaced).
-func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, pair *service.Message, old []any) error {
-	b := ts.block // the row is the open one
-	var want []int
-	for _, name := range c.omitted {
-		idx, err := o.columnIndex(ts, shape, c, name)
-		if err != nil {
-			return err
-		}
-		if idx >= 0 && !b.Filled(idx) {
-			want = append(want, idx)
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	if pair != nil {
-		if old, err := pair.AsStructured(); err == nil {
-			if fields, ok := old.(map[string]any); ok {
-				rest := want[:0]
-				for _, idx := range want {
-					v, ok := fields[shape.names[ts.agreed.Columns[idx].Attnum]]
-					if !ok {
-						rest = append(rest, idx)
-						continue
-					}
-					if err := b.Put(idx, v); err != nil {
-						return fmt.Errorf("update of %s at %s: column %s from the old row: %w", ts.label, c.lsn, ts.cols[idx].Name, err)
-					}
-				}
-				want = rest
-			}
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	if len(ts.keyIdx) == 0 {
-		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and the table has no key to read it back by", ts.label, c.lsn, ts.cols[want[0]].Name)
-	}
-	key := make([]any, len(ts.cols))
-	if old != nil {
-		copy(key, old)
-	} else if pair != nil {
-		// The old key: the delete half is the newest pending row.
-		if n := b.Len(); n > 0 && ts.deletedAt(n-1) && ts.lsnAt(n-1) == uint64(c.lsn) {
-			key = b.Row(n - 1)
-		} else {
-			return fmt.Errorf("update of %s at %s: the old key of the key-changing update is not pending", ts.label, c.lsn)
-		}
-	} else {
-		for _, i := range ts.keyIdx {
-			key[i] = b.Value(b.Len(), i)
-		}
-	}
-	if prior := ts.findLatest(key, uint64(c.lsn)); prior != nil {
-		if v, _ := prior[ts.delIdx].(uint8); v == 1 {
-			return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key whose newest row is a delete", ts.label, c.lsn, ts.cols[want[0]].Name)
-		}
-		for _, idx := range want {
-			b.PutConverted(idx, prior[idx])
-		}
-		return nil
-	}
-	o.m.toastLookups.Incr(1)
-	keySpecs := make([]clickhouse.ColumnSpec, len(ts.keyIdx))
-	keyVals := make([]any, len(ts.keyIdx))
-	for j, i := range ts.keyIdx {
-		keySpecs[j], keyVals[j] = ts.cols[i], key[i]
-	}
-	wantSpecs := make([]clickhouse.ColumnSpec, 0, len(want)+1)
-	for _, idx := range want {
-		wantSpecs = append(wantSpecs, ts.cols[idx])
-	}
-	wantSpecs = append(wantSpecs, ts.cols[ts.delIdx], ts.cols[ts.lsnIdx])
-	got, err := o.conn.LookupLatest(ctx, ts.agreed.Target, keySpecs, [][]any{keyVals}, wantSpecs)
-	if err != nil {
-		return fmt.Errorf("update of %s at %s: reading unchanged TOAST columns back: %w", ts.label, c.lsn, err)
-	}
-	if len(got) != 1 || got[0] == nil {
-		if o.loads.loading(c.oid) {
-			// The row's earlier version is in the table's load, not yet
-			// published: the update waits for it (deferredRow).
-			return &deferredToast{key: key, want: want}
-		}
-		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s is not in the WAL and ClickHouse holds no earlier row of the key: refusing to write a guessed value", ts.label, c.lsn, ts.cols[want[0]].Name)
-	}
-	if newest, _ := got[0][len(want)+1].(uint64); newest >= uint64(c.lsn) {
-		// A replay: ClickHouse holds this change's version of the key, or
-		// a newer one, which this change can never outrank. (The delete
-		// half of a key-changing update is never flushed apart from its
-		// update half: a version at c.lsn was written by this record.)
-		return errSuperseded
-	}
-	if del, _ := got[0][len(want)].(uint8); del == 1 {
-		return fmt.Errorf("update of %s at %s: unchanged TOAST column %s of a key ClickHouse holds as deleted", ts.label, c.lsn, ts.cols[want[0]].Name)
-	}
-	for j, idx := range want {
-		b.PutConverted(idx, got[0][j])
-	}
-	return nil
-}
-
-// errSuperseded: a replayed change whose key ClickHouse already holds at
-// a newer _lsn. Writing it could change nothing (the newer version wins),
-// so it is skipped, whatever it would have needed to read.
-var errSuperseded = errors.New("superseded by a newer version of its key on ClickHouse")
 
 // flush inserts one table's pending rows.
 func (o *chOutput) flush(ctx context.Context, ts *tableState) error {
@@ -831,21 +715,6 @@ func (o *chOutput) flushAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(global...)
-}
-
-// valueSize approximates a converted value's bytes for batch sealing.
-func valueSize(v any) int {
-	switch x := v.(type) {
-	case string:
-		return len(x)
-	case *string:
-		if x != nil {
-			return len(*x)
-		}
-	case []byte:
-		return len(x)
-	}
-	return 8
 }
 
 // equalValue compares two converted values of one column (pointers by

@@ -1,16 +1,60 @@
-// Package load holds the building blocks of the initial load: copying the
-// rows a table already holds into ClickHouse before its WAL changes are
-// applied. The clickhouse_ddl output runs a load in the background per
-// table (mode none, copy or base_backup), fills a staging table and
-// publishes it atomically; this package gives it the durable ledger of
-// those loads, the split of a heap into ctid ranges, a shared byte-rate
-// limiter and progress accounting.
+// Package load is the initial-load engine: tables in scope that an output
+// has never written (no agreement yet when it starts) are filled with the
+// rows the source already holds, in the background while their WAL
+// changes keep streaming, then handed off to the stream at an exact
+// position. The
+// clickhouse_ddl output (package output) keeps the Benthos glue: its
+// config, which tables load in which mode, and thin adapters through
+// which the Engine reaches the source (Source: its DSN, the session's
+// descriptor log, the shadow's bridge) and the output (Destination:
+// ClickHouse through Conn, the output's lock between two batches, table
+// states, the widening of a column; Agreements: the agreed table shapes).
+// The Engine runs one load per table in the background (mode copy:
+// COPY in an exported snapshot, large tables as ctid ranges in parallel;
+// mode base_backup: a page walk over one BASE_BACKUP for the tables loaded
+// together, internal/load/pagewalk), fills a staging table and publishes
+// it atomically. The rest of the package are its building blocks: the
+// durable ledger of the loads, the split of a heap into ctid ranges, a
+// shared byte-rate limiter and progress accounting.
+//
+// # Handoff
+//
+// A load picks its coverage position S and a snapshot P such that
+// every transaction P does not see has all its changes after S, and they
+// are all streamed to this output: it reads L0 = pg_current_wal_lsn(),
+// assigns itself an xid N0 and commits, waits until no transaction with an
+// xid at or below N0 is running, then takes P (copy) or starts the
+// BASE_BACKUP (base_backup). A transaction P does not see got its xid after
+// N0, so its first record is after L0; S = L0 - 1 (WAL records start on
+// 8-byte boundaries, so no change carries S itself). Loaded rows carry
+// _lsn = S, so every change not in the load outranks them; a change that
+// is in the load and also streamed carries its own version, never newer
+// than what the load holds for that row, or the newest change of the row
+// when it is newer. Tables without a key are change logs (no versions):
+// there only the changes of transactions P does not see are kept, by xid.
+//
+// # Tables
+//
+// Until its load is published a relation's changes go to its
+// delta table <table>__wsdelta_<oid> (its agreement targets it), and the
+// load's rows to the staging table <table>__wsload_<oid>, created AS the
+// delta table: the configured name only ever holds a whole table.
+// Publishing runs between two batches (the output's lock): the changes
+// streamed into the delta table since S are copied into the staging table,
+// which takes the configured name in one RENAME; the agreement follows and
+// the delta table is dropped. A table found under the name that this output
+// did not publish is kept aside as <table>__wsreplaced_<oid> (EXCHANGE
+// TABLES on an Atomic database, else one RENAME of both). A schema change,
+// TRUNCATE or replica identity change of the table during its load reloads
+// it with a new snapshot; a DROP cancels it and drops the delta table.
 //
 // # The ledger file
 //
 // LedgerFile in the state directory records every load that is not
 // forgotten yet, so a restart resumes or cleans up instead of loading
-// twice. It is a state file in internal/statefile's envelope (format
+// twice: a crash while loading reloads the table (the staging table is
+// dropped first); a crash while publishing finishes the publish from what
+// ClickHouse holds. A table is published whole or not at all. It is a state file in internal/statefile's envelope (format
 // "walshadow-loads", version 2, CRC-32C of the body), whose body is:
 //
 //	"body": {

@@ -1,4 +1,4 @@
-package output
+package load
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
-	"github.com/walshadow/walshadow/internal/load"
 )
 
 // publish makes a loaded staging table the relation's table, between two
@@ -16,21 +15,24 @@ import (
 // takes the configured name in one RENAME (or one EXCHANGE on an Atomic
 // database when a table already holds the name), the agreement moves to
 // that name and the delta table goes.
-func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
-	o := l.o
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.conn == nil {
+func (l *Engine) publish(ctx context.Context, e *Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
+	return l.dst.WithLock(func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
+}
+
+// publishLocked is publish, under the output's lock.
+func (l *Engine) publishLocked(ctx context.Context, e *Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
+	conn := l.dst.Conn()
+	if conn == nil {
 		return fmt.Errorf("the output is not connected")
 	}
 	if l.generation(e.Oid) != gen {
 		return errReload
 	}
-	a := o.store.Get(e.Oid)
+	a := l.store.Get(e.Oid)
 	if a == nil || a.Dropped || a.ValidFrom != loaded.ValidFrom || a.Target != loaded.Target {
 		return errReload
 	}
-	if physical(a) && a.Filenode != loaded.Filenode {
+	if clickhouse.LayoutOf(a.OrderBy) == clickhouse.LayoutPhysical && a.Filenode != loaded.Filenode {
 		if a.Filenode != 0 && a.FilenodeFrom >= e.Coverage {
 			// The stream went on into another heap generation after the
 			// load's snapshot (the table was rewritten meanwhile): its
@@ -44,31 +46,32 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 		// all in the snapshot.
 		a = a.Clone()
 		a.Filenode, a.FilenodeFrom = loaded.Filenode, e.Coverage
-		if err := o.store.Put(a); err != nil {
+		if err := l.store.Put(a); err != nil {
 			return err
 		}
 	}
-	ts := newTableState(o.conn.Dialect(), a)
+	rl := clickhouse.NewRowLayout(conn.Dialect(), a)
+	ts := &rl
 	delta := a.Target
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
 	// The streamed changes the load does not hold: those of transactions
 	// its snapshot did not see (the rest are in the load, and the stream
-	// skips them from now on: see reflected).
+	// skips them from now on: see Reflected).
 	filter := snap.invisibleSQL()
-	cols := make([]string, len(ts.cols))
-	for i, c := range ts.cols {
+	cols := make([]string, len(ts.Cols))
+	for i, c := range ts.Cols {
 		cols[i] = clickhouse.QuoteIdent(c.Name)
 	}
 	list := strings.Join(cols, ", ")
 	copyBack := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
 		clickhouse.QuoteQualified(staging), list, list, clickhouse.QuoteQualified(delta), filter)
-	if err := o.conn.Exec(ctx, copyBack); err != nil {
+	if err := conn.Exec(ctx, copyBack); err != nil {
 		return fmt.Errorf("copying the changes streamed during the load into %s: %w", clickhouse.QuoteQualified(staging), err)
 	}
 	if err := l.completeDeferred(ctx, describeLoad(*e), ts, staging, snap, l.takeDeferred(e.Oid)); err != nil {
 		return err
 	}
-	e.Phase = load.PhasePublishing
+	e.Phase = PhasePublishing
 	if err := l.ledger.Put(*e); err != nil {
 		return err
 	}
@@ -78,21 +81,21 @@ func (l *loader) publish(ctx context.Context, e *load.Entry, loaded *clickhouse.
 // swap finishes a publish whose copy-back is done: from any point a crash
 // left it at, since each step is recognised by what ClickHouse and the
 // agreement hold.
-func (l *loader) swap(ctx context.Context, e load.Entry) error {
-	o := l.o
+func (l *Engine) swap(ctx context.Context, e Entry) error {
+	conn := l.dst.Conn()
 	target := clickhouse.Target{Database: e.Database, Table: e.Target}
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	delta := clickhouse.Target{Database: e.Database, Table: deltaName(e.Target, e.Oid)}
+	delta := clickhouse.Target{Database: e.Database, Table: DeltaName(e.Target, e.Oid)}
 	replaced := clickhouse.Target{Database: e.Database, Table: e.Old}
 	exists := func(t clickhouse.Target) (bool, error) {
-		ch, err := o.conn.Table(ctx, t)
+		ch, err := conn.Table(ctx, t)
 		if err != nil {
 			return false, err
 		}
 		return ch.Exists, nil
 	}
 	exec := func(sql string) error {
-		if err := o.conn.Exec(ctx, sql); err != nil {
+		if err := conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, firstLine(sql), err)
 		}
 		return nil
@@ -111,14 +114,14 @@ func (l *loader) swap(ctx context.Context, e load.Entry) error {
 		}
 	}
 	// The agreement follows the table to its name.
-	if a := o.store.Get(e.Oid); a != nil && a.Target != target {
+	if a := l.store.Get(e.Oid); a != nil && a.Target != target {
 		a = a.Clone()
 		a.Target = target
-		if err := o.store.Put(a); err != nil {
+		if err := l.store.Put(a); err != nil {
 			return fmt.Errorf("recording the agreed shape of %s.%s: %w", e.Schema, e.Table, err)
 		}
 	}
-	delete(o.tables, e.Oid)
+	l.dst.Forget(e.Oid)
 	if err := exec(clickhouse.DropTable(delta)); err != nil {
 		return err
 	}
@@ -133,7 +136,7 @@ func (l *loader) swap(ctx context.Context, e load.Entry) error {
 // by hand): it is kept aside under replaced, swapped out in one EXCHANGE
 // on an Atomic database, else by one RENAME of both tables (on an Ordinary
 // database the name is free for the moment between the two renames).
-func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, replaced clickhouse.Target, hasTarget bool, exec func(string) error) error {
+func (l *Engine) takeName(ctx context.Context, e *Entry, staging, target, replaced clickhouse.Target, hasTarget bool, exec func(string) error) error {
 	if !hasTarget {
 		return exec(fmt.Sprintf("RENAME TABLE %s TO %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(target)))
 	}
@@ -151,14 +154,14 @@ func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, r
 		// staging table's uuid, recorded first, tells whether a crash came
 		// before or after it.
 		if e.StagingUUID == "" {
-			if e.StagingUUID, err = l.o.conn.TableUUID(ctx, staging); err != nil {
+			if e.StagingUUID, err = l.dst.Conn().TableUUID(ctx, staging); err != nil {
 				return err
 			}
 			if err := l.ledger.Put(*e); err != nil {
 				return err
 			}
 		}
-		uuid, err := l.o.conn.TableUUID(ctx, target)
+		uuid, err := l.dst.Conn().TableUUID(ctx, target)
 		if err != nil {
 			return err
 		}
@@ -179,10 +182,10 @@ func (l *loader) takeName(ctx context.Context, e *load.Entry, staging, target, r
 	return nil
 }
 
-// dropStale drops the table a reload supersedes (load.Entry.Stale): moved
+// dropStale drops the table a reload supersedes (Entry.Stale): moved
 // aside by takeName when it held the target's name, else under its own
 // name unless another relation's agreement has taken that since.
-func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced clickhouse.Target, exec func(string) error) error {
+func (l *Engine) dropStale(ctx context.Context, e Entry, target, replaced clickhouse.Target, exec func(string) error) error {
 	if e.Stale == "" {
 		return nil
 	}
@@ -190,7 +193,7 @@ func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced c
 	if stale == target {
 		stale = replaced
 	} else {
-		for _, a := range l.o.store.All() {
+		for _, a := range l.store.All() {
 			if a.Target == stale {
 				return nil
 			}
@@ -204,8 +207,8 @@ func (l *loader) dropStale(ctx context.Context, e load.Entry, target, replaced c
 }
 
 // finish records a published load.
-func (l *loader) finish(e *load.Entry) error {
-	e.Phase = load.PhaseDone
+func (l *Engine) finish(e *Entry) error {
+	e.Phase = PhaseDone
 	e.FinishedAt = time.Now().UTC()
 	e.LastError = ""
 	if err := l.ledger.Put(*e); err != nil {
@@ -219,7 +222,7 @@ func (l *loader) finish(e *load.Entry) error {
 	if e.Reason != "" {
 		l.log.Infof("%s is repaired: its reload (%s) is published", describeLoad(*e), e.Reason)
 	}
-	l.o.states.set(describeLoad(*e), stateFollowing)
+	l.dst.SetState(describeLoad(*e), false)
 	l.m.percent.Set(100, describeLoad(*e))
 	l.m.eta.Set(0, describeLoad(*e))
 	return nil
@@ -228,7 +231,7 @@ func (l *loader) finish(e *load.Entry) error {
 // recoverPublish finishes a publish a crash interrupted (recovery runs in
 // Connect, before any batch: nothing wrote the delta table since the
 // copy-back).
-func (l *loader) recoverPublish(ctx context.Context, e load.Entry) error {
+func (l *Engine) recoverPublish(ctx context.Context, e Entry) error {
 	if err := l.swap(ctx, e); err != nil {
 		return err
 	}
@@ -238,7 +241,15 @@ func (l *loader) recoverPublish(ctx context.Context, e load.Entry) error {
 
 // atomicDatabase reports whether database uses the Atomic engine (where
 // EXCHANGE TABLES swaps two tables in one step).
-func (l *loader) atomicDatabase(ctx context.Context, database string) (bool, error) {
-	engine, err := l.o.conn.DatabaseEngine(ctx, database)
+func (l *Engine) atomicDatabase(ctx context.Context, database string) (bool, error) {
+	engine, err := l.dst.Conn().DatabaseEngine(ctx, database)
 	return engine == "Atomic", err
+}
+
+// firstLine is a statement's first line, for errors.
+func firstLine(s string) string {
+	if first, _, more := strings.Cut(s, "\n"); more {
+		return first + " ..."
+	}
+	return s
 }

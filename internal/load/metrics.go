@@ -1,9 +1,7 @@
-package output
+package load
 
 import (
 	"github.com/redpanda-data/benthos/v4/public/service"
-
-	"github.com/walshadow/walshadow/internal/load"
 )
 
 // loadMetrics are the initial load's walshadow_load_* series.
@@ -31,7 +29,7 @@ func newLoadMetrics(m *service.Metrics) *loadMetrics {
 	}
 }
 
-func (m *loadMetrics) observe(table string, s load.ProgressSnapshot) {
+func (m *loadMetrics) observe(table string, s ProgressSnapshot) {
 	m.percent.Set(int64(s.Fraction*100), table)
 	eta := int64(-1)
 	if s.ETA >= 0 {

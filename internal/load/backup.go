@@ -1,4 +1,4 @@
-package output
+package load
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/load/pagewalk"
 	"github.com/walshadow/walshadow/internal/render"
 	"github.com/walshadow/walshadow/internal/shadow"
@@ -25,7 +24,7 @@ import (
 // backup streams the whole cluster once, the walk keeps the tables'
 // pages. Tables a pass could not publish (changed during it) go into the
 // next pass; a dropped one is discarded.
-func (l *loader) startBackupPass(entries []load.Entry) {
+func (l *Engine) startBackupPass(entries []Entry) {
 	l.mu.Lock()
 	var oids []uint32
 	for _, e := range entries {
@@ -84,7 +83,7 @@ func (l *loader) startBackupPass(entries []load.Entry) {
 }
 
 // withoutDropped discards the loads of relations dropped meanwhile.
-func (l *loader) withoutDropped(oids []uint32) []uint32 {
+func (l *Engine) withoutDropped(oids []uint32) []uint32 {
 	var keep []uint32
 	for _, oid := range oids {
 		l.mu.Lock()
@@ -92,11 +91,11 @@ func (l *loader) withoutDropped(oids []uint32) []uint32 {
 		dropped := run != nil && run.dropped
 		l.mu.Unlock()
 		e, ok := l.ledger.Get(oid)
-		if !ok || e.Phase == load.PhaseDone {
+		if !ok || e.Phase == PhaseDone {
 			continue
 		}
 		if dropped {
-			if err := l.discard(l.ctx, e); err != nil {
+			if err := l.Discard(l.ctx, e); err != nil {
 				l.log.Errorf("initial load of %s: %v", describeLoad(e), err)
 			}
 			continue
@@ -108,12 +107,12 @@ func (l *loader) withoutDropped(oids []uint32) []uint32 {
 
 // backupTable is one table of a base backup pass.
 type backupTable struct {
-	e      load.Entry
+	e      Entry
 	a      *clickhouse.Agreed
 	gen    uint64
 	desc   *desclog.Descriptor
 	toast  *desclog.Descriptor
-	ts     *tableState
+	ts     *clickhouse.RowLayout
 	ins    *stagingInserter
 	rows   atomic.Int64
 	bytes  atomic.Int64
@@ -122,8 +121,8 @@ type backupTable struct {
 
 // backupPass loads oids from one base backup and publishes each; it
 // returns the ones still to load.
-func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error) {
-	dlog := l.o.sess.DescLog()
+func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error) {
+	dlog := l.src.DescLog()
 	if dlog == nil {
 		return oids, errors.New("the session's descriptor log is not open")
 	}
@@ -134,10 +133,10 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	var stale []uint32 // to load in a later pass
 	for _, oid := range oids {
 		e, ok := l.ledger.Get(oid)
-		if !ok || e.Phase == load.PhaseDone {
+		if !ok || e.Phase == PhaseDone {
 			continue
 		}
-		a := l.o.store.Get(oid)
+		a := l.store.Get(oid)
 		if a == nil || a.Dropped {
 			continue
 		}
@@ -165,7 +164,8 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		if err := l.prepareStaging(ctx, &t.e, t.a); err != nil {
 			return oids, err
 		}
-		t.ts = newTableState(l.o.conn.Dialect(), t.a)
+		rl := clickhouse.NewRowLayout(l.dst.Conn().Dialect(), t.a)
+		t.ts = &rl
 		t.ins = &stagingInserter{l: l, ts: t.ts, target: clickhouse.Target{Database: t.e.Database, Table: t.e.Staging}}
 		tables[oid] = t
 		order = append(order, t)
@@ -231,7 +231,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 			t.ins.abandon()
 		}
 	}()
-	progress := load.NewProgress(estRows, 0, time.Now())
+	progress := NewProgress(estRows, 0, time.Now())
 	stop := l.progressLogger(passName, progress, func() {
 		for _, t := range order {
 			running := t.e
@@ -241,13 +241,13 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 			}
 		}
 	})
-	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: l.o.s.stateDir.LoadSpill(), DataChecksums: checksums == "on"}
+	cfg := pagewalk.Config{DbOid: db, Targets: byRfn, LSN: s, SpillDir: l.cfg.SpillDir, DataChecksums: checksums == "on"}
 	rate := 0
-	if l.ls.maxRate > 0 {
-		rate = int(max(l.ls.maxRate>>10, 32))
+	if l.cfg.MaxRate > 0 {
+		rate = int(max(l.cfg.MaxRate>>10, 32))
 	}
 	walked := false
-	_, _, err = shadow.ReadBaseBackup(ctx, l.o.sess.SourceDSN(), shadow.BaseBackupOptions{Label: "walshadow initial load", Fast: true, MaxRate: rate, ApplicationName: loadApplicationName}, nil,
+	_, _, err = shadow.ReadBaseBackup(ctx, l.src.SourceDSN(), shadow.BaseBackupOptions{Label: "walshadow initial load", Fast: true, MaxRate: rate, ApplicationName: applicationName}, nil,
 		func(spc shadow.BackupTablespace, r io.Reader) error {
 			if spc.OID != 0 {
 				return nil // only the default tablespace's tables are walked
@@ -316,7 +316,7 @@ func (l *loader) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 }
 
 // unpublished are the oids of order from t on.
-func (l *loader) unpublished(order []*backupTable, from *backupTable) []uint32 {
+func (l *Engine) unpublished(order []*backupTable, from *backupTable) []uint32 {
 	var out []uint32
 	seen := false
 	for _, t := range order {
@@ -362,7 +362,7 @@ func (e *staleStorageError) Error() string {
 
 // checkStorage compares each table's filenodes and columns on the source
 // with the shape the walk decodes with.
-func (l *loader) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*backupTable) error {
+func (l *Engine) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*backupTable) error {
 	var stale []uint32
 	for _, t := range tables {
 		tx, err := conn.Begin(ctx)
@@ -400,18 +400,18 @@ func (l *loader) checkStorage(ctx context.Context, conn *pgx.Conn, tables []*bac
 }
 
 // insertWalked renders and converts walked rows into the staging table.
-func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode.RowChange, s wal.LSN) (n, bytes int64, err error) {
-	if _, err := render.Pending(ctx, l.o.sess.Bridge(), rows); err != nil {
+func (l *Engine) insertWalked(ctx context.Context, t *backupTable, rows []decode.RowChange, s wal.LSN) (n, bytes int64, err error) {
+	if _, err := render.Pending(ctx, l.src.Bridge(), rows); err != nil {
 		return 0, 0, fmt.Errorf("initial load of %s: %w", describeLoad(t.e), err)
 	}
 	ts := t.ts
 	for i := range rows {
-		row := make([]any, len(ts.cols))
+		row := make([]any, len(ts.Cols))
 		filled := 0
 		size := 24
 		for j := range rows[i].Fields {
 			f := &rows[i].Fields[j]
-			idx, ok := ts.byAttnum[f.Col.Num]
+			idx, ok := ts.ByAttnum[f.Col.Num]
 			if !ok {
 				continue // excluded by configuration
 			}
@@ -422,16 +422,16 @@ func (l *loader) insertWalked(ctx context.Context, t *backupTable, rows []decode
 				}
 				v = f.Value
 			}
-			cv, err := clickhouse.ConvertValue(ts.cols[idx], v)
+			cv, err := clickhouse.ConvertValue(ts.Cols[idx], v)
 			if err != nil {
-				return 0, 0, fmt.Errorf("initial load of %s: column %s: %w", describeLoad(t.e), ts.cols[idx].Name, err)
+				return 0, 0, fmt.Errorf("initial load of %s: column %s: %w", describeLoad(t.e), ts.Cols[idx].Name, err)
 			}
 			row[idx] = cv
 			filled++
-			size += valueSize(cv)
+			size += clickhouse.ValueSize(cv)
 		}
-		if filled != len(ts.agreed.Columns) {
-			return 0, 0, fmt.Errorf("initial load of %s: a walked row has %d of the %d mapped columns", describeLoad(t.e), filled, len(ts.agreed.Columns))
+		if filled != ts.Mapped() {
+			return 0, 0, fmt.Errorf("initial load of %s: a walked row has %d of the %d mapped columns", describeLoad(t.e), filled, ts.Mapped())
 		}
 		loadedRowMeta(ts, row, s, 0)
 		if err := t.ins.add(ctx, row, size); err != nil {

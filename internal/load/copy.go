@@ -1,4 +1,4 @@
-package output
+package load
 
 import (
 	"context"
@@ -17,20 +17,19 @@ import (
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
-	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/load/copybin"
 	"github.com/walshadow/walshadow/internal/wal"
 )
 
 // connectSource opens a plain connection to the source with the settings
 // the shadow's bridge renders values under.
-func (l *loader) connectSource(ctx context.Context) (*pgx.Conn, error) {
-	dsn := l.o.sess.SourceDSN()
+func (l *Engine) connectSource(ctx context.Context) (*pgx.Conn, error) {
+	dsn := l.src.SourceDSN()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the source: %w", err)
 	}
-	set := []string{"SET application_name = '" + loadApplicationName + "'"}
+	set := []string{"SET application_name = '" + applicationName + "'"}
 	for _, s := range copybin.SessionSettings {
 		set = append(set, fmt.Sprintf("SET %s = '%s'", s.Name, strings.ReplaceAll(s.Value, "'", "''")))
 	}
@@ -43,10 +42,10 @@ func (l *loader) connectSource(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// coverage picks a load's S (see load.go): L0 = the WAL insert position,
+// coverage picks a load's S (see the package doc): L0 = the WAL insert position,
 // then an xid of its own, then a wait until every transaction with an
 // older xid has ended. It returns S = L0 - 1 and that xid.
-func (l *loader) coverage(ctx context.Context, conn *pgx.Conn, name string) (wal.LSN, uint64, error) {
+func (l *Engine) coverage(ctx context.Context, conn *pgx.Conn, name string) (wal.LSN, uint64, error) {
 	var l0 string
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&l0); err != nil {
 		return 0, 0, fmt.Errorf("reading the source's WAL position: %w", err)
@@ -106,80 +105,6 @@ func oldestRunning(ctx context.Context, conn *pgx.Conn) string {
 		return "the oldest is the prepared transaction " + gid
 	}
 	return "no open transaction seen yet"
-}
-
-// pgSnapshot is a snapshot as pg_current_snapshot() shows it.
-type pgSnapshot struct {
-	xmin, xmax uint64
-	xip        []uint64
-	// seenBy: every transaction the snapshot sees has its commit record
-	// before it (the WAL insert position read once the snapshot was taken).
-	seenBy wal.LSN
-}
-
-func parsePGSnapshot(s string) (pgSnapshot, error) {
-	var snap pgSnapshot
-	parts := strings.SplitN(s, ":", 3)
-	if len(parts) != 3 {
-		return snap, fmt.Errorf("snapshot %q: want xmin:xmax:xip", s)
-	}
-	var err error
-	if snap.xmin, err = strconv.ParseUint(parts[0], 10, 64); err != nil {
-		return snap, fmt.Errorf("snapshot %q: %w", s, err)
-	}
-	if snap.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return snap, fmt.Errorf("snapshot %q: %w", s, err)
-	}
-	if parts[2] != "" {
-		for _, x := range strings.Split(parts[2], ",") {
-			v, err := strconv.ParseUint(x, 10, 64)
-			if err != nil {
-				return snap, fmt.Errorf("snapshot %q: %w", s, err)
-			}
-			snap.xip = append(snap.xip, v)
-		}
-	}
-	return snap, nil
-}
-
-// sees reports whether the snapshot sees transaction xid (a 32-bit xid as
-// WAL carries it) as committed, assuming it committed: it began before the
-// snapshot and was not running when it was taken. Xids compare modulo
-// 2^32, as PostgreSQL's do.
-func (s pgSnapshot) sees(xid uint32) bool {
-	xmin32 := uint32(s.xmin)
-	d := xid - xmin32
-	if int32(d) < 0 {
-		return true // before xmin: ended before the snapshot
-	}
-	if d >= uint32(s.xmax)-xmin32 {
-		return false // began after it
-	}
-	for _, x := range s.xip {
-		if uint32(x) == xid {
-			return false
-		}
-	}
-	return true
-}
-
-// invisibleSQL is a ClickHouse condition on _xid (a 32-bit xid, as WAL
-// carries it) true for transactions the snapshot does not see: in
-// progress when it was taken, or begun after. Xids compare modulo 2^32,
-// as PostgreSQL's do: the streamed ones are all recent.
-func (s pgSnapshot) invisibleSQL() string {
-	xmin32 := uint32(s.xmin)
-	span := uint32(s.xmax) - xmin32
-	dist := fmt.Sprintf("bitAnd(toInt64(_xid) - %d, 4294967295)", xmin32)
-	cond := fmt.Sprintf("(%s < 2147483648 AND %s >= %d)", dist, dist, span)
-	if len(s.xip) > 0 {
-		ids := make([]string, len(s.xip))
-		for i, x := range s.xip {
-			ids[i] = strconv.FormatUint(uint64(uint32(x)), 10)
-		}
-		cond = fmt.Sprintf("(%s OR _xid IN (%s))", cond, strings.Join(ids, ", "))
-	}
-	return cond
 }
 
 // sourceRelation is a relation as the load's snapshot sees it.
@@ -262,13 +187,13 @@ func loadColumns(a *clickhouse.Agreed) ([]*desclog.Column, error) {
 
 // loadCopy loads one table with COPY in one snapshot, its ranges in
 // parallel, then publishes it.
-func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
+func (l *Engine) loadCopy(ctx context.Context, oid uint32) error {
 	e, ok := l.ledger.Get(oid)
 	if !ok {
 		return nil
 	}
 	gen := l.generation(oid)
-	a := l.o.store.Get(oid)
+	a := l.store.Get(oid)
 	if a == nil || a.Dropped {
 		return fmt.Errorf("%w: no agreement", errReload)
 	}
@@ -321,16 +246,17 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 		return err
 	}
 	l.setFilter(oid, snap)
-	ranges := load.SplitBlocks(rel.pages, l.ls.splitBytes)
+	ranges := SplitBlocks(rel.pages, l.cfg.SplitBytes)
 	l.log.Infof("initial load of %s: copying about %d rows (%d MB) in %d range(s), snapshot %s, rows tagged _lsn %s", name, rel.tuples, rel.bytes>>20, len(ranges), snapText, s)
-	ts := newTableState(l.o.conn.Dialect(), a)
+	rl := clickhouse.NewRowLayout(l.dst.Conn().Dialect(), a)
+	ts := &rl
 	// COPY's bytes are not the heap's (no tuple headers, no free space):
 	// the percentage goes by rows when the statistics know them.
 	estBytes := rel.bytes
 	if rel.tuples > 0 {
 		estBytes = 0
 	}
-	progress := load.NewProgress(rel.tuples, estBytes, time.Now())
+	progress := NewProgress(rel.tuples, estBytes, time.Now())
 	var seq atomic.Uint32
 	var rows, bytes atomic.Int64
 	running := e
@@ -340,7 +266,7 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 			l.log.Warnf("initial load of %s: recording progress: %v", name, err)
 		}
 	})
-	err = l.copyRanges(ctx, ranges, func(ctx context.Context, r load.CtidRange) error {
+	err = l.copyRanges(ctx, ranges, func(ctx context.Context, r CtidRange) error {
 		return l.copyRange(ctx, snapID, rel, r, cols, ts, clickhouse.Target{Database: e.Database, Table: e.Staging}, s, &seq, func(n, b int64) {
 			rows.Add(n)
 			bytes.Add(b)
@@ -363,7 +289,7 @@ func (l *loader) loadCopy(ctx context.Context, oid uint32) error {
 
 // copyRanges runs fn for every range, up to workers streams at once
 // (shared by all loads); the first error cancels the rest.
-func (l *loader) copyRanges(ctx context.Context, ranges []load.CtidRange, fn func(context.Context, load.CtidRange) error) error {
+func (l *Engine) copyRanges(ctx context.Context, ranges []CtidRange, fn func(context.Context, CtidRange) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -398,8 +324,8 @@ func (l *loader) copyRanges(ctx context.Context, ranges []load.CtidRange, fn fun
 
 // copyRange streams one ctid range of the relation in the exported
 // snapshot into the staging table.
-func (l *loader) copyRange(ctx context.Context, snapID string, rel sourceRelation, r load.CtidRange, cols []*desclog.Column,
-	ts *tableState, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
+func (l *Engine) copyRange(ctx context.Context, snapID string, rel sourceRelation, r CtidRange, cols []*desclog.Column,
+	ts *clickhouse.RowLayout, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
 	conn, err := l.connectSource(ctx)
 	if err != nil {
 		return err
@@ -414,7 +340,7 @@ func (l *loader) copyRange(ctx context.Context, snapID string, rel sourceRelatio
 		return fmt.Errorf("importing the load's snapshot: %w", err)
 	}
 	exprs := copybin.SelectExprs(cols)
-	if ts.layout == clickhouse.LayoutPhysical {
+	if ts.Layout == clickhouse.LayoutPhysical {
 		// Each row's TID: its block and line pointer.
 		exprs = append(exprs, "((ctid::text::point)[0])::int8", "((ctid::text::point)[1])::int8")
 		cols = append(cols[:len(cols):len(cols)], tidColumns...)
@@ -443,7 +369,7 @@ func (l *loader) copyRange(ctx context.Context, snapID string, rel sourceRelatio
 	return tx.Commit(ctx)
 }
 
-func rangeText(r load.CtidRange) string {
+func rangeText(r CtidRange) string {
 	if r.To == 0 {
 		return fmt.Sprintf("blocks %d..end", r.From)
 	}
@@ -458,8 +384,8 @@ var tidColumns = []*desclog.Column{
 }
 
 // readCopy decodes a COPY stream into staging rows.
-func (l *loader) readCopy(ctx context.Context, src io.Reader, rel sourceRelation, cols []*desclog.Column,
-	ts *tableState, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
+func (l *Engine) readCopy(ctx context.Context, src io.Reader, rel sourceRelation, cols []*desclog.Column,
+	ts *clickhouse.RowLayout, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
 	rd, err := copybin.NewReader(src, cols)
 	if err != nil {
 		return fmt.Errorf("COPY of %s.%s: %w", rel.schema, rel.name, err)
@@ -483,25 +409,25 @@ func (l *loader) readCopy(ctx context.Context, src io.Reader, rel sourceRelation
 		if err != nil {
 			return fmt.Errorf("COPY of %s.%s: %w", rel.schema, rel.name, err)
 		}
-		row := make([]any, len(ts.cols))
+		row := make([]any, len(ts.Cols))
 		size := 24
 		mapped := vals
-		if ts.layout == clickhouse.LayoutPhysical {
+		if ts.Layout == clickhouse.LayoutPhysical {
 			mapped = vals[:len(vals)-2]
 			block, _ := vals[len(vals)-2].(int64)
 			off, _ := vals[len(vals)-1].(int64)
 			if block < 0 || block > math.MaxUint32 || off <= 0 || off > math.MaxUint16 {
 				return fmt.Errorf("initial load of %s.%s, row %d: ctid (%v, %v) is not a tuple identity", rel.schema, rel.name, rd.Rows(), vals[len(vals)-2], vals[len(vals)-1])
 			}
-			ts.setTID(row, rel.filenode, uint32(block), uint16(off))
+			ts.SetTID(row, rel.filenode, uint32(block), uint16(off))
 		}
 		for i, v := range mapped {
-			cv, err := clickhouse.ConvertValue(ts.cols[i], v)
+			cv, err := clickhouse.ConvertValue(ts.Cols[i], v)
 			if err != nil {
-				return fmt.Errorf("initial load of %s.%s, row %d: column %s: %w", rel.schema, rel.name, rd.Rows(), ts.cols[i].Name, err)
+				return fmt.Errorf("initial load of %s.%s, row %d: column %s: %w", rel.schema, rel.name, rd.Rows(), ts.Cols[i].Name, err)
 			}
 			row[i] = cv
-			size += valueSize(cv)
+			size += clickhouse.ValueSize(cv)
 		}
 		loadedRowMeta(ts, row, s, seq.Add(1))
 		if err := ins.add(ctx, row, size); err != nil {
