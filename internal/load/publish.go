@@ -58,8 +58,10 @@ func (l *Engine) publishLocked(ctx context.Context, e *Entry, loaded *clickhouse
 	// its snapshot did not see (the rest are in the load, and the stream
 	// skips them from now on: see Reflected).
 	filter := snap.invisibleSQL()
-	cols := make([]string, len(ts.Cols))
-	for i, c := range ts.Cols {
+	// Every ClickHouse column, a Nullable array's NULL flag included.
+	physical := clickhouse.Physical(ts.Cols)
+	cols := make([]string, len(physical))
+	for i, c := range physical {
 		cols[i] = clickhouse.QuoteIdent(c.Name)
 	}
 	list := strings.Join(cols, ", ")
