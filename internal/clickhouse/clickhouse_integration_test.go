@@ -43,7 +43,7 @@ func TestLegacyDDLOnClickHouse(t *testing.T) {
 	}
 	promised := func(specs []ColumnSpec) []string {
 		var lines []string
-		for _, c := range append(append([]ColumnSpec(nil), specs...), SyntheticColumns(d)...) {
+		for _, c := range append(append([]ColumnSpec(nil), Physical(specs)...), SyntheticColumns(d)...) {
 			lines = append(lines, c.Name+"\t"+c.TypeSQL())
 		}
 		return lines
