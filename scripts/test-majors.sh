@@ -60,4 +60,10 @@ for major in $majors; do
   run "initial load, copy and base_backup" -run 'TestInitialLoad$' -timeout 30m ./e2e/load/
 done
 printf '%s\n' "${summary[@]}"
+passed=0
+failed=0
+for line in "${summary[@]}"; do
+  case $line in *": ok "*) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+done
+echo "majors: $passed passed, $failed failed"
 exit $status
