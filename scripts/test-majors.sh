@@ -4,8 +4,8 @@
 # suite runs on 15, Debian 12's package.
 #
 # Per major, with WALSHADOW_PG_BINDIR pointing at that major's programs
-# (scripts/pgmajor.sh lays them out under ./var/pg<major>; run as root it
-# is called here when they are missing):
+# (scripts/pgmajor.sh lays them out under ./var/pg<major>; it is called
+# here, as root or through sudo, when they are missing):
 #   - wal stats against that major's pg_waldump --stats (pgbench + DDL under
 #     every wal_compression), and the WAL reader's record layouts;
 #   - the shadow: bootstrap, catalog-only replay, restarts, GUC floors, the
@@ -25,8 +25,10 @@ summary=()
 for major in $majors; do
   bindir=$top/var/pg$major/usr/lib/postgresql/$major/bin
   if [ ! -x "$bindir/postgres" ]; then
-    if [ "$(id -u)" = 0 ]; then
-      bash scripts/pgmajor.sh "$major" || { summary+=("PostgreSQL $major: FAIL laying out its binaries (scripts/pgmajor.sh $major)"); status=1; continue; }
+    as_root=()
+    [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+    if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
+      "${as_root[@]}" bash scripts/pgmajor.sh "$major" || { summary+=("PostgreSQL $major: FAIL laying out its binaries (scripts/pgmajor.sh $major)"); status=1; continue; }
     else
       summary+=("PostgreSQL $major: FAIL no binaries in $bindir (run sudo scripts/pgmajor.sh $major)")
       status=1
