@@ -65,6 +65,7 @@ if [ ! -x "$root/usr/lib/postgresql/$major/bin/postgres" ]; then
   chroot "$root" apt-get update -qq
   chroot "$root" apt-get install -y -qq --no-install-recommends "postgresql-$major" "postgresql-server-dev-$major" >"$dir/apt.log" 2>&1 ||
     { tail -20 "$dir/apt.log" >&2; exit 1; }
+  umount "$root/proc"
 fi
 
 echo "== laying out $out (programs patched to run outside the chroot)"
@@ -88,7 +89,9 @@ while IFS= read -r -d '' f; do
   patched=$((patched + 1))
 done < <(find "$out/lib/postgresql/$major" -type f -print0)
 # The whole tree must be readable by the servers' OS user.
-chmod -R a+rX "$dir"
+# (Not a /proc mounted in the chroot, should one be left, and not through
+# a symbolic link: those in the chroot name paths of this machine.)
+find "$dir" -path "$root/proc" -prune -o ! -type l -exec chmod a+rX {} +
 bin=$out/lib/postgresql/$major/bin
 "$bin/postgres" --version
 echo "patched $patched files; export WALSHADOW_PG_BINDIR=$bin"
