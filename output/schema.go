@@ -164,19 +164,12 @@ func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, tar
 func (o *chOutput) execAll(ctx context.Context, stmts []string) error {
 	for _, s := range stmts {
 		if err := o.conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(s), err)
+			return fmt.Errorf("%s: %w", clickhouse.StatementHead(s), err)
 		}
 		o.m.ddlApplied.Incr(1, ddlKind(s))
 		o.log.Debugf("ClickHouse DDL: %s", s)
 	}
 	return nil
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
-	}
-	return s
 }
 
 // ddlKind labels a statement for the DDL counter.

@@ -142,6 +142,15 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 	return nil
 }
 
+// StatementHead is a statement's first line ("... " marking the rest), to
+// name it in an error without the whole of a multi-line CREATE TABLE.
+func StatementHead(sql string) string {
+	if first, _, more := strings.Cut(sql, "\n"); more {
+		return first + " ..."
+	}
+	return sql
+}
+
 func previewSQL(sql string) string {
 	const limit = 200
 	if len(sql) <= limit {

@@ -98,7 +98,7 @@ func (l *Engine) swap(ctx context.Context, e Entry) error {
 	}
 	exec := func(sql string) error {
 		if err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, firstLine(sql), err)
+			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, clickhouse.StatementHead(sql), err)
 		}
 		return nil
 	}
@@ -246,12 +246,4 @@ func (l *Engine) recoverPublish(ctx context.Context, e Entry) error {
 func (l *Engine) atomicDatabase(ctx context.Context, database string) (bool, error) {
 	engine, err := l.dst.Conn().DatabaseEngine(ctx, database)
 	return engine == "Atomic", err
-}
-
-// firstLine is a statement's first line, for errors.
-func firstLine(s string) string {
-	if first, _, more := strings.Cut(s, "\n"); more {
-		return first + " ..."
-	}
-	return s
 }
