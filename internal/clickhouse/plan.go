@@ -339,7 +339,7 @@ func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, erro
 	}
 	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
 	for _, n := range []string{name, spec.NullFlag()} {
-		switch other, taken := r.taken(n); {
+		switch other, taken := r.taken(n, nil); {
 		case n == "":
 		case syntheticNames()[n]:
 			return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, n)
@@ -360,11 +360,16 @@ func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, erro
 	return MappedColumn{Attnum: c.Num, Source: c.Name, Spec: spec, Key: inKey}, nil
 }
 
-// taken reports which mapped column (its source name) has ClickHouse column
-// name as its own or as its NULL flag.
-func (r *reconciler) taken(name string) (string, bool) {
-	for _, m := range r.next.Columns {
-		if m.Spec.Name == name || m.Spec.NullFlag() == name {
+// taken reports which mapped column other than except (nil: any) has
+// ClickHouse column name as its own or as its NULL flag: its source name.
+// No column takes "".
+func (r *reconciler) taken(name string, except *MappedColumn) (string, bool) {
+	if name == "" {
+		return "", false
+	}
+	for i := range r.next.Columns {
+		m := &r.next.Columns[i]
+		if m != except && (m.Spec.Name == name || m.Spec.NullFlag() == name) {
 			return m.Source, true
 		}
 	}
@@ -584,12 +589,14 @@ func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 	flag, newFlag := m.Spec.NullFlag(), renamed.NullFlag()
 	_, flagPresent := r.chTypes[flag]
 	_, newFlagOnCH := r.chTypes[newFlag]
+	_, nameTaken := r.taken(c.Name, m)
+	_, flagTaken := r.taken(newFlag, m)
 	switch {
 	case m.Spec.Name != old.Name:
 		keep("its ClickHouse name is configured")
 	case m.Key:
 		keep("ClickHouse cannot rename a sorting key column")
-	case syntheticNames()[c.Name] || syntheticNames()[newFlag] || r.takenByOther(m, c.Name) || newFlag != "" && r.takenByOther(m, newFlag):
+	case syntheticNames()[c.Name] || syntheticNames()[newFlag] || nameTaken || flagTaken:
 		keep(fmt.Sprintf("the name %s is taken by another column", QuoteIdent(c.Name)))
 	case !present && !flagPresent:
 		// Nothing to rename on ClickHouse (or an earlier run renamed it
@@ -623,18 +630,6 @@ func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 		m.Spec.Name = c.Name
 	}
 	return nil
-}
-
-// takenByOther reports whether a mapped column other than m has ClickHouse
-// column name as its own or as its NULL flag.
-func (r *reconciler) takenByOther(m *MappedColumn, name string) bool {
-	for i := range r.next.Columns {
-		o := &r.next.Columns[i]
-		if o != m && (o.Spec.Name == name || o.Spec.NullFlag() == name) {
-			return true
-		}
-	}
-	return false
 }
 
 // retype maps a column whose source type (or nullability) changed again
