@@ -340,7 +340,6 @@ func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, erro
 	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
 	for _, n := range []string{name, spec.NullFlag()} {
 		switch other, taken := r.taken(n, nil); {
-		case n == "":
 		case syntheticNames()[n]:
 			return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, n)
 		case taken:
