@@ -29,7 +29,7 @@ var postgresVersion = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
 
 func installRemedy(major int) string {
 	if major == 0 {
-		major = testedMajor
+		major = defaultMajor
 	}
 	remedy := fmt.Sprintf("install postgresql-%d and set shadow.bin_dir to its bin directory (e.g. /usr/lib/postgresql/%d/bin)", major, major)
 	if major == 17 || major == 18 {

@@ -55,7 +55,7 @@ func FromSession(s config.Session) SourceParams {
 // layout tables, which are unit-tested only.
 const (
 	oldestMajor    = 15
-	testedMajor    = 15 // the major whose packages the remedies name
+	defaultMajor   = 15 // Debian 12's: the major remedies name when the source's is unknown
 	newestLayout   = 18
 	connectTimeout = 10 * time.Second
 )

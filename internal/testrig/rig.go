@@ -99,8 +99,9 @@ func testFile(t testing.TB) (string, bool) {
 	}
 }
 
-// PGBinDir returns the PostgreSQL 15 binary directory (WALSHADOW_PG_BINDIR or
-// /usr/lib/postgresql/15/bin), or skips the test (fails it under CI) when the
+// PGBinDir returns the PostgreSQL binary directory the tests run (the
+// major in WALSHADOW_PG_BINDIR, e.g. scripts/pgmajor.sh's 17 or 18, else
+// Debian 12's /usr/lib/postgresql/15/bin), or skips the test (fails it under CI) when the
 // binaries the rig needs are not there.
 func PGBinDir(t testing.TB) string {
 	t.Helper()
