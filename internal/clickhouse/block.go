@@ -36,6 +36,9 @@ type blockColumn struct {
 	nulls []bool       // per value (Nullable columns)
 	n     int          // values held (rows, plus the open row's when put)
 	fast  fastKind
+	// empty is a Nullable array's [], what its NULLs are sent as (nil
+	// for other columns).
+	empty any
 }
 
 // columnValues is one column's values, of one Go type.
@@ -56,6 +59,9 @@ func NewBlock(cols []ColumnSpec) *Block {
 	b := &Block{specs: cols, cols: make([]blockColumn, len(cols))}
 	for i := range cols {
 		b.cols[i].fast = fastKindOf(cols[i].Type)
+		if cols[i].NullFlag() != "" {
+			b.cols[i].empty, _ = zeroValue(cols[i].Type) // nil (no element type): physicalRow refuses the row
+		}
 	}
 	return b
 }
@@ -310,12 +316,10 @@ func (b *Block) physicalRow(i int) ([]any, error) {
 		}
 		null := uint8(0)
 		if v == nil {
-			null = 1
-			empty, err := zeroValue(spec.Type)
-			if err != nil {
-				return nil, fmt.Errorf("column %s: %w", QuoteIdent(spec.Name), err)
+			null, v = 1, b.cols[col].empty
+			if v == nil {
+				return nil, fmt.Errorf("column %s: array type %s without an element type", QuoteIdent(spec.Name), spec.Type.Type)
 			}
-			v = empty
 		}
 		row = append(row, v, null)
 	}
