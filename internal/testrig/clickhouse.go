@@ -312,6 +312,26 @@ func (ch *ClickHouse) StopServer(t testing.TB) {
 	}
 }
 
+// KillServer SIGKILLs the server, as a crash or an OOM kill would, and
+// waits for it to exit; its data directory and ports stay for StartServer.
+func (ch *ClickHouse) KillServer(t testing.TB) {
+	t.Helper()
+	if ch.cmd == nil {
+		t.Fatal("clickhouse: KillServer on a stopped server")
+	}
+	defer func() { ch.cmd = nil }()
+	select {
+	case <-ch.exited:
+		return
+	default:
+	}
+	ch.client.CloseIdleConnections()
+	if err := ch.cmd.Process.Kill(); err != nil {
+		t.Fatalf("killing clickhouse: %v", err)
+	}
+	<-ch.exited
+}
+
 // StartServer starts a server StopServer stopped, with the same config,
 // data and ports, and waits until SELECT 1 answers. A port taken by
 // another process meanwhile fails the test: the pipeline under test knows
