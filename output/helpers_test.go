@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	// The none buffer and other core components a full config names.
 	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -141,6 +143,12 @@ func (r *rig) waitCH(t testing.TB, run *running, sql, want string, timeout time.
 // stream must be stopped: the store is read from disk).
 func (r *rig) compareAll(t *testing.T) {
 	t.Helper()
+	r.compareIn(t, "public")
+}
+
+// compareIn is compareAll over the tables of the given schemas.
+func (r *rig) compareIn(t *testing.T, schemas ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	store, err := clickhouse.OpenStore(filepath.Join(r.stateDir, "clickhouse"))
@@ -153,19 +161,19 @@ func (r *rig) compareAll(t *testing.T) {
 	}
 	defer conn.Close()
 	pg := r.src.Connect(t)
-	rows, err := pg.Query(ctx, `SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY c.relname`)
+	rows, err := pg.Query(ctx, `SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = ANY($1) AND c.relkind = 'r' ORDER BY n.nspname, c.relname`, schemas)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type rel struct {
-		oid  uint32
-		name string
+		oid          uint32
+		schema, name string
 	}
 	var rels []rel
 	for rows.Next() {
 		var x rel
-		if err := rows.Scan(&x.oid, &x.name); err != nil {
+		if err := rows.Scan(&x.oid, &x.schema, &x.name); err != nil {
 			t.Fatal(err)
 		}
 		rels = append(rels, x)
@@ -175,28 +183,29 @@ func (r *rig) compareAll(t *testing.T) {
 		t.Fatal("no source tables to compare")
 	}
 	for _, rl := range rels {
+		name := fmt.Sprintf("%q.%q", rl.schema, rl.name)
 		a := store.Get(rl.oid)
 		if a == nil {
-			t.Errorf("public.%s (oid %d) has no agreed ClickHouse table", rl.name, rl.oid)
+			t.Errorf("%s (oid %d) has no agreed ClickHouse table", name, rl.oid)
 			continue
 		}
-		tbl, err := chcompare.AgreedTable(fmt.Sprintf("%q.%q", "public", rl.name), a)
+		tbl, err := chcompare.AgreedTable(pgx.Identifier{rl.schema, rl.name}.Sanitize(), a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		live := r.src.QueryInt(t, "SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", rl.oid)
 		if int(live) != len(tbl.Columns) {
-			t.Errorf("public.%s: %d source columns, %d replicated", rl.name, live, len(tbl.Columns))
+			t.Errorf("%s: %d source columns, %d replicated", name, live, len(tbl.Columns))
 		}
 		diffs, err := chcompare.Compare(ctx, pg, conn.Native(), tbl, 20)
 		if err != nil {
-			t.Errorf("comparing public.%s: %v", rl.name, err)
+			t.Errorf("comparing %s: %v", name, err)
 			continue
 		}
 		for _, d := range diffs {
-			t.Errorf("public.%s: %s", rl.name, d)
+			t.Errorf("%s: %s", name, d)
 		}
-		t.Logf("public.%s: %d source rows compared, %d differences", rl.name, r.src.QueryInt(t, fmt.Sprintf("SELECT count(*) FROM %s", tbl.Source)), len(diffs))
+		t.Logf("%s: %d source rows compared, %d differences", name, r.src.QueryInt(t, fmt.Sprintf("SELECT count(*) FROM %s", tbl.Source)), len(diffs))
 	}
 }
 

@@ -33,6 +33,11 @@ func newScope(include, exclude []string, tables map[string]clickhouse.TableConfi
 		if err := tc.Validate(name); err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
 		}
+		if tc.Table != "" {
+			if err := clickhouse.ValidateTableName("configured table of "+name, tc.Table); err != nil {
+				return nil, fmt.Errorf("%s.%s: %w", FieldTables, name, err)
+			}
+		}
 	}
 	return &scope{include: include, exclude: exclude, tables: tables}, nil
 }

@@ -268,21 +268,11 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 	if len(cols) == 0 {
 		return fmt.Errorf("inserting into %s: no columns", QuoteQualified(t))
 	}
-	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(cols)+")")
+	batch, err := c.prepareInsert(ctx, t, cols)
 	if err != nil {
-		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+		return err
 	}
 	defer batch.Close()
-	// clickhouse-go converts a value to a column of another type by Go
-	// conversion (an int32 into Int8 wraps): a column whose type on the
-	// server is not the agreed one is refused before a value is appended.
-	for i, col := range batch.Columns() {
-		if i < len(cols) && normalizeType(string(col.Type())) != normalizeType(cols[i].TypeSQL()) {
-			batch.Abort()
-			return fmt.Errorf("inserting into %s: column %s is %s on ClickHouse, the agreed type is %s: %w",
-				QuoteQualified(t), QuoteIdent(cols[i].Name), col.Type(), cols[i].TypeSQL(), ErrTypeMismatch)
-		}
-	}
 	if block, ok := b.typedColumns(); ok {
 		for i, col := range block {
 			if err := batch.Column(i).Append(col); err != nil {
@@ -301,12 +291,61 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 	return nil
 }
 
+// prepareInsert starts a native INSERT of cols (physical columns) into
+// t. clickhouse-go parses the statement before sending it: a regular
+// expression takes the table name up to the first '(' and the column
+// list between the outer parentheses, strips backticks without reading
+// their escapes, and sorts the block the server describes by the names it
+// read (a column named "c`)` String, x" broke both). So every identifier
+// goes opaque (no byte outside [A-Za-z0-9_] unescaped: quoteIdentOpaque)
+// and no space precedes the column list, which the driver's column
+// regular expression needs: it reads no list and keeps the server's
+// order, which is the statement's. The block's columns are then checked,
+// by name and type and in order, against cols: whatever the driver did,
+// a value is never appended to another column.
+func (c *Conn) prepareInsert(ctx context.Context, t Target, cols []ColumnSpec) (driver.Batch, error) {
+	var sql strings.Builder
+	sql.WriteString("INSERT INTO " + quoteIdentOpaque(t.Database) + "." + quoteIdentOpaque(t.Table) + "(")
+	for i, col := range cols {
+		if i > 0 {
+			sql.WriteByte(',')
+		}
+		sql.WriteString(quoteIdentOpaque(col.Name))
+	}
+	sql.WriteByte(')')
+	batch, err := c.native.PrepareBatch(ctx, sql.String())
+	if err != nil {
+		return nil, fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+	}
+	got := batch.Columns()
+	if len(got) != len(cols) {
+		batch.Abort()
+		return nil, fmt.Errorf("inserting into %s: ClickHouse describes %d columns for the %d named", QuoteQualified(t), len(got), len(cols))
+	}
+	for i, col := range got {
+		if col.Name() != cols[i].Name {
+			batch.Abort()
+			return nil, fmt.Errorf("inserting into %s: column %d of the insert is %s on ClickHouse, not %s", QuoteQualified(t), i+1, QuoteIdent(col.Name()), QuoteIdent(cols[i].Name))
+		}
+		// clickhouse-go converts a value to a column of another type by Go
+		// conversion (an int32 into Int8 wraps): a column whose type on
+		// the server is not the agreed one is refused before a value is
+		// appended.
+		if normalizeType(string(col.Type())) != normalizeType(cols[i].TypeSQL()) {
+			batch.Abort()
+			return nil, fmt.Errorf("inserting into %s: column %s is %s on ClickHouse, the agreed type is %s: %w",
+				QuoteQualified(t), QuoteIdent(cols[i].Name), col.Type(), cols[i].TypeSQL(), ErrTypeMismatch)
+		}
+	}
+	return batch, nil
+}
+
 // insertRows is InsertBlock with every row appended on its own (the path
 // for blocks that cannot go a column at a time).
 func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
-	batch, err := c.native.PrepareBatch(ctx, "INSERT INTO "+QuoteQualified(t)+" ("+columnList(Physical(b.Columns()))+")")
+	batch, err := c.prepareInsert(ctx, t, Physical(b.Columns()))
 	if err != nil {
-		return fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
+		return err
 	}
 	defer batch.Close()
 	if err := appendRows(batch, t, b); err != nil {

@@ -164,7 +164,7 @@ func goldenStatements(t *testing.T, d Dialect) []string {
 	emit(ModifyColumn(d, every, ColumnSpec{Name: "c_integer", Type: ColumnType{Type: "Int64", Repr: ReprInt}, Nullable: true}))
 	emit(ModifyColumn(d, weird, ColumnSpec{Name: "n`o\\te", Type: ColumnType{Type: "Decimal(14, 4)", Repr: ReprDecimal, Precision: 14, Scale: 4},
 		Default: "CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4))"}))
-	emit(ModifyColumn(d, every, ColumnSpec{Name: "bad\x00", Type: ColumnType{Type: "Int64", Repr: ReprInt}}))
+	emit(ModifyColumn(d, every, ColumnSpec{Name: "", Type: ColumnType{Type: "Int64", Repr: ReprInt}}))
 	out = append(out, TruncateTable(every)+";", DropTable(every)+";")
 	emitResult("type change", RefuseTypeChange("public.every_type", "c_integer", "integer", "bigint"))
 	return out
@@ -226,8 +226,8 @@ func TestCreateTableErrors(t *testing.T) {
 	if err := RefuseTypeChange("public.t", "a", "int4", "int8"); !errors.Is(err, ErrTypeChange) {
 		t.Errorf("type change: %v", err)
 	}
-	if _, err := ColumnSpecFor(Modern, "public.t", desclog.Column{Name: "bad\x00", TypeOid: oidInt4}, false); err == nil || !strings.Contains(err.Error(), "public.t") {
-		t.Errorf("NUL column name: %v", err)
+	if _, err := ColumnSpecFor(Modern, "public.t", desclog.Column{Name: "", TypeOid: oidInt4}, false); err == nil || !strings.Contains(err.Error(), "public.t") {
+		t.Errorf("empty column name: %v", err)
 	}
 }
 

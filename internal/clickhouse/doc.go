@@ -22,9 +22,19 @@
 // '.' inside either part escaped as %25 and %2E: injective over (schema,
 // table) pairs and readable for ordinary names (`db`.`public.orders`).
 // Column names are the source's. Every identifier is backtick-quoted with
-// backtick and backslash escaped; names ClickHouse cannot store (empty,
-// invalid UTF-8, control characters, longer than 200 bytes once escaped for
-// the server's file names) are rejected with an error naming the source.
+// backtick and backslash escaped and control characters written \xHH
+// (QuoteIdent); an INSERT, which clickhouse-go parses before the server
+// does, writes every byte outside [A-Za-z0-9_] as \xHH and checks the
+// columns the server describes against the ones it named (conn.go,
+// prepareInsert). ClickHouse holds any non-empty byte string as a name
+// (control characters and bytes that are not UTF-8 included), so a
+// PostgreSQL name lands as itself, except where ClickHouse would read it
+// as something else or cannot store it: walshadow's own column names, a
+// NULL flag's name, an array's dot (Nested) and names too long for the
+// server's file names get the deterministic mapping naming.go describes,
+// recorded in the agreement. A configured name (database, table,
+// column_names) is checked instead: one ClickHouse cannot store, or that
+// collides, is an error naming the setting.
 //
 // # Type map
 //

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // maxEscapedNameBytes bounds a database, table or column name after
@@ -13,16 +12,57 @@ import (
 // (255). 18.16 fails a 255-byte table name with "Bad path syntax".
 const maxEscapedNameBytes = 200
 
+// maxTableNameBytes bounds a table's own name so that the names of its
+// load's side tables (internal/load: "<table>__wsreplaced_<oid>", 23
+// bytes at most after it) stay within maxEscapedNameBytes.
+const maxTableNameBytes = maxEscapedNameBytes - 23
+
+// ValidateTableName is ValidateName for the name of a table the output
+// writes, which leaves room for its load's side tables.
+func ValidateTableName(what, name string) error {
+	if err := ValidateName(what, name); err != nil {
+		return err
+	}
+	if n := escapedLen(name); n > maxTableNameBytes {
+		return fmt.Errorf("%s: name %q is %d bytes once escaped for ClickHouse's file names (limit %d for a table, which leaves room for its initial load's side tables); map it to a shorter target name",
+			what, name, n, maxTableNameBytes)
+	}
+	return nil
+}
+
 // QuoteIdent quotes name as a ClickHouse identifier: backticks, with
-// backtick and backslash escaped by a backslash. Any byte string comes out
-// as one identifier; ValidateName decides whether ClickHouse can store it.
+// backtick and backslash escaped by a backslash and control characters
+// as \xHH (ClickHouse reads the same escapes in a backquoted identifier
+// as in a string literal). Any byte string comes out as one identifier
+// that reads back as exactly name; ValidateName decides whether
+// ClickHouse can store it.
 func QuoteIdent(name string) string {
+	return quoteIdent(name, false)
+}
+
+// quoteIdentOpaque is QuoteIdent with every byte outside [A-Za-z0-9_]
+// (and below 0x80) written as \xHH: the identifier holds no space,
+// parenthesis, comma, quote or dot. It is for statements a client parses
+// before the server does (clickhouse-go reads an INSERT's table and
+// column list with regular expressions that stop at the first
+// parenthesis and strip backticks without unescaping): the server reads
+// the same name either way.
+func quoteIdentOpaque(name string) string {
+	return quoteIdent(name, true)
+}
+
+func quoteIdent(name string, opaque bool) string {
+	const hexDigits = "0123456789abcdef"
 	var b strings.Builder
 	b.Grow(len(name) + 2)
 	b.WriteByte('`')
 	for i := 0; i < len(name); i++ {
-		switch c := name[i]; c {
-		case '`', '\\':
+		switch c := name[i]; {
+		case c < 0x20 || c == 0x7f || opaque && c < 0x80 && !wordByte(c):
+			b.WriteString(`\x`)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		case c == '`' || c == '\\':
 			b.WriteByte('\\')
 			b.WriteByte(c)
 		default:
@@ -33,24 +73,24 @@ func QuoteIdent(name string) string {
 	return b.String()
 }
 
+// wordByte: an ASCII letter, digit or underscore, the bytes ClickHouse
+// keeps as they are in file names and regular expressions read as \w.
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
 // QuoteQualified is `db`.`table`.
 func QuoteQualified(t Target) string { return QuoteIdent(t.Database) + "." + QuoteIdent(t.Table) }
 
 // ValidateName checks that name can name a ClickHouse database, table or
-// column: non-empty, valid UTF-8, no NUL or other control characters, and
-// short enough once escaped for the file system. what says where the name
-// comes from (e.g. `column "a" of relation public.t`) for the error.
+// column: non-empty (ClickHouse's parser has no empty identifier) and
+// short enough once escaped for the file system. Any other byte string is
+// a name ClickHouse holds (control characters and bytes that are not
+// UTF-8 included: checked on 18.16). what says where the name comes from
+// (e.g. `column "a" of relation public.t`) for the error.
 func ValidateName(what, name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return fmt.Errorf("%s: empty name cannot reach ClickHouse", what)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%s: name %q is not valid UTF-8", what, name)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%s: name %q contains control character %U", what, name, r)
-		}
 	}
 	if n := escapedLen(name); n > maxEscapedNameBytes {
 		return fmt.Errorf("%s: name %q is %d bytes once escaped for ClickHouse's file names (limit %d); map it to a shorter target name",
@@ -63,8 +103,7 @@ func ValidateName(what, name string) error {
 func escapedLen(name string) int {
 	n := 0
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' {
+		if wordByte(name[i]) {
 			n++
 		} else {
 			n += 3
@@ -100,9 +139,24 @@ func DefaultTarget(database, schema, table string) Target {
 // and distinct (schema, table) pairs never share a name ("a.b"."c" is
 // "a%2Eb.c", "a"."b.c" is "a.b%2Ec"). Ordinary names read as themselves:
 // public.orders stays "public.orders". The result is one identifier (a dot
-// inside backticks is legal): `db`.`public.orders`.
+// inside backticks is legal): `db`.`public.orders`. A name too long for
+// ClickHouse's file names is shortened with a hash of the whole (fitName),
+// which keeps distinct pairs apart.
 func DefaultTableName(schema, table string) string {
-	return escapeNamePart(schema) + "." + escapeNamePart(table)
+	s, t := escapeNamePart(schema), escapeNamePart(table)
+	const dot = 3 // escaped
+	if room := maxTableNameBytes - dot; escapedLen(s)+escapedLen(t) > room {
+		half := room / 2
+		switch {
+		case escapedLen(s) <= half:
+			t = fitName(t, room-escapedLen(s))
+		case escapedLen(t) <= half:
+			s = fitName(s, room-escapedLen(t))
+		default:
+			s, t = fitName(s, half), fitName(t, room-half)
+		}
+	}
+	return s + "." + t
 }
 
 func escapeNamePart(s string) string {

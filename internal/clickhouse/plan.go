@@ -301,7 +301,8 @@ func liveColumns(shape *desclog.Descriptor) []desclog.Column {
 
 func (r *reconciler) excluded(name string) bool { return slices.Contains(r.cfg.ExcludeColumns, name) }
 
-// chName is the ClickHouse name a column gets when first mapped.
+// chName is the name order_by and include/exclude settings know column c
+// by: its configured ClickHouse name, else its source name.
 func (r *reconciler) chName(c desclog.Column) string {
 	if name, ok := r.cfg.ColumnNames[c.Name]; ok {
 		return name
@@ -326,29 +327,43 @@ func (r *reconciler) mapType(c desclog.Column, inKey bool) (ColumnType, bool, er
 	return MapColumn(r.d, c, inKey), !c.NotNull && !inKey, nil
 }
 
-// mapColumn maps c freshly, checking its ClickHouse name is free.
+// mapColumn maps c freshly: its configured ClickHouse name, which must be
+// free, else the first free name of its own (naming.go).
 func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, error) {
-	name := r.chName(c)
 	what := fmt.Sprintf("column %q of %s", c.Name, r.source)
-	if err := ValidateName(what, name); err != nil {
-		return MappedColumn{}, err
-	}
 	t, nullable, err := r.mapType(c, inKey)
 	if err != nil {
 		return MappedColumn{}, err
 	}
-	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
-	for _, n := range []string{name, spec.NullFlag()} {
-		switch other, taken := r.taken(n, nil); {
-		case syntheticNames()[n]:
-			return MappedColumn{}, fmt.Errorf("%s collides with walshadow's column %q: map it to another name (column_names) or exclude it", what, n)
-		case taken:
-			return MappedColumn{}, fmt.Errorf("%s and column %q would both be ClickHouse column %q: map one to another name (column_names)", what, other, n)
+	array := t.Repr == ReprArray
+	name, configured := r.cfg.ColumnNames[c.Name]
+	if !configured {
+		name = freeColumnName(DefaultColumnName(c.Name, array), array, func(n string) bool {
+			_, taken := r.taken(n, nil)
+			return taken
+		})
+		if name != c.Name {
+			r.notef("%s lands as ClickHouse column %s: ClickHouse would not read its own name back as this column (an array's dot, a name taken by another column, its NULL flag or walshadow's, or too long)",
+				what, QuoteIdent(name))
 		}
 	}
-	if flag := spec.NullFlag(); flag != "" {
-		if err := ValidateName(what+"'s NULL flag", flag); err != nil {
-			return MappedColumn{}, err
+	if err := ValidateName(what, name); err != nil {
+		return MappedColumn{}, err
+	}
+	spec := ColumnSpec{Name: name, Type: t, Nullable: nullable}
+	if configured {
+		for _, n := range []string{name, spec.NullFlag()} {
+			switch other, taken := r.taken(n, nil); {
+			case syntheticNames()[n]:
+				return MappedColumn{}, fmt.Errorf("%s is configured as ClickHouse column %q, which is walshadow's: map it to another name (column_names) or exclude it", what, n)
+			case taken:
+				return MappedColumn{}, fmt.Errorf("%s and column %q would both be ClickHouse column %q: map one to another name (column_names)", what, other, n)
+			}
+		}
+		if flag := spec.NullFlag(); flag != "" {
+			if err := ValidateName(what+"'s NULL flag", flag); err != nil {
+				return MappedColumn{}, err
+			}
 		}
 	}
 	if c.HasMissing && c.Missing != nil {
@@ -360,15 +375,16 @@ func (r *reconciler) mapColumn(c desclog.Column, inKey bool) (MappedColumn, erro
 }
 
 // taken reports which mapped column other than except (nil: any) has
-// ClickHouse column name as its own or as its NULL flag: its source name.
-// No column takes "".
+// ClickHouse column name as its own or as its NULL flag (an array's
+// flag name is kept for it even while the array is NOT NULL: a DROP NOT
+// NULL adds the flag): its source name. No column takes "".
 func (r *reconciler) taken(name string, except *MappedColumn) (string, bool) {
 	if name == "" {
 		return "", false
 	}
 	for i := range r.next.Columns {
 		m := &r.next.Columns[i]
-		if m != except && (m.Spec.Name == name || m.Spec.NullFlag() == name) {
+		if m != except && (m.Spec.Name == name || m.Spec.Type.Repr == ReprArray && m.Spec.Name+NullFlagSuffix == name) {
 			return m.Source, true
 		}
 	}
@@ -576,45 +592,42 @@ func (r *reconciler) later(defaultDB string, prev *Agreed) error {
 	return nil
 }
 
-// rename follows a source rename of mapped column m where it can.
+// rename follows a source rename of mapped column m where it can: a
+// column that lands under its source name's default ClickHouse name
+// (DefaultColumnName) moves to the new name's, unless that is taken.
 func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 	keep := func(why string) {
 		r.notef("column %q of %s renamed to %q on the source: kept as %s (%s)", old.Name, r.source, c.Name, QuoteIdent(m.Spec.Name), why)
 	}
-	_, present := r.chTypes[m.Spec.Name]
-	_, newNameOnCH := r.chTypes[c.Name]
+	array := m.Spec.Type.Repr == ReprArray
 	renamed := m.Spec
-	renamed.Name = c.Name
+	renamed.Name = DefaultColumnName(c.Name, array)
+	_, present := r.chTypes[m.Spec.Name]
+	_, newNameOnCH := r.chTypes[renamed.Name]
 	flag, newFlag := m.Spec.NullFlag(), renamed.NullFlag()
 	_, flagPresent := r.chTypes[flag]
 	_, newFlagOnCH := r.chTypes[newFlag]
-	_, nameTaken := r.taken(c.Name, m)
-	_, flagTaken := r.taken(newFlag, m)
+	_, nameTaken := r.taken(renamed.Name, m)
+	_, flagTaken := r.taken(renamed.Name+NullFlagSuffix, m)
 	switch {
-	case m.Spec.Name != old.Name:
-		keep("its ClickHouse name is configured")
+	case m.Spec.Name != DefaultColumnName(old.Name, array):
+		keep("its ClickHouse name is not its source name's (configured, or mapped apart)")
 	case m.Key:
 		keep("ClickHouse cannot rename a sorting key column")
-	case syntheticNames()[c.Name] || syntheticNames()[newFlag] || nameTaken || flagTaken:
-		keep(fmt.Sprintf("the name %s is taken by another column", QuoteIdent(c.Name)))
+	case syntheticNames()[renamed.Name] || array && (syntheticNames()[renamed.Name+NullFlagSuffix] || flagTaken) || nameTaken:
+		keep(fmt.Sprintf("the name %s is taken by another column", QuoteIdent(renamed.Name)))
 	case !present && !flagPresent:
 		// Nothing to rename on ClickHouse (or an earlier run renamed it
 		// already): heal adds or adopts it under the new name.
-		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
-			return err
-		}
-		m.Spec.Name = c.Name
+		m.Spec.Name = renamed.Name
 	case newNameOnCH && present || newFlag != "" && newFlagOnCH && flagPresent:
-		keep(fmt.Sprintf("ClickHouse column %s already exists", QuoteIdent(c.Name)))
+		keep(fmt.Sprintf("ClickHouse column %s already exists", QuoteIdent(renamed.Name)))
 	case !r.d.RenameColumn:
 		keep(fmt.Sprintf("no RENAME COLUMN on %s", r.d.Version))
 	default:
 		// Each present column is renamed (a NULL flag with its array); one
 		// an earlier run renamed already, or never added, is healed.
-		if err := ValidateName(fmt.Sprintf("column %q of %s", c.Name, r.source), c.Name); err != nil {
-			return err
-		}
-		for _, p := range [][2]string{{m.Spec.Name, c.Name}, {flag, newFlag}} {
+		for _, p := range [][2]string{{m.Spec.Name, renamed.Name}, {flag, newFlag}} {
 			if _, on := r.chTypes[p[0]]; p[0] == "" || !on {
 				continue
 			}
@@ -626,7 +639,7 @@ func (r *reconciler) rename(m *MappedColumn, old, c desclog.Column) error {
 			r.chTypes[p[1]] = r.chTypes[p[0]]
 			delete(r.chTypes, p[0])
 		}
-		m.Spec.Name = c.Name
+		m.Spec.Name = renamed.Name
 	}
 	return nil
 }

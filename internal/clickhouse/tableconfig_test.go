@@ -109,7 +109,7 @@ func TestTableConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"strategy", TableConfig{DropStrategy: "purge"}, `drop strategy "purge"`},
-		{"database", TableConfig{Database: "a\x00b"}, "configured database"},
+		{"database", TableConfig{Database: strings.Repeat("é", 67)}, "configured database"},
 		{"table", TableConfig{Table: strings.Repeat("é", 100)}, "configured table"},
 		{"include and exclude", TableConfig{IncludeColumns: []string{"a"}, ExcludeColumns: []string{"a"}}, "both included and excluded"},
 		{"empty column name", TableConfig{ExcludeColumns: []string{""}}, "empty column name"},

@@ -117,7 +117,7 @@ ALTER TABLE `walshadow`.`public.every_type` MODIFY COLUMN `c_integer` Nullable(I
 
 ALTER TABLE `walshadow`.`we\`ird\\schema.t%2Ea%25ble` MODIFY COLUMN `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
 
--- error: column "bad\x00" of `walshadow`.`public.every_type`: name "bad\x00" contains control character U+0000
+-- error: column "" of `walshadow`.`public.every_type`: empty name cannot reach ClickHouse
 
 TRUNCATE TABLE IF EXISTS `walshadow`.`public.every_type`;
 
