@@ -170,6 +170,11 @@ func shapeBefore(log *desclog.Log, oid uint32, lsn wal.LSN) *desclog.Descriptor 
 	return l.Desc
 }
 
+// rewrittenWhy is followEvent's answer for a table without a key that its
+// ALTER TABLE rewrote (refillFromRewrite takes it where the WAL holds the
+// rewrite's rows).
+const rewrittenWhy = "was rewritten by its ALTER TABLE (a table without a key holds its rows once only through a reload)"
+
 // followEvent decides, for a schema event of a relation in scope, whether
 // the relation starts being followed without ClickHouse holding its rows;
 // it returns why (empty: it was followed all along).
@@ -198,7 +203,7 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 		// ALTER TABLE rewrote it (a type change, a volatile default): the
 		// WAL carries the rewrite as an insert of every row, which a table
 		// without a key would hold twice.
-		return "was rewritten by its ALTER TABLE (a table without a key holds its rows once only through a reload)"
+		return rewrittenWhy
 	case !wasUnlogged && d.Persistence == 'u':
 		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (which reloads it)",
 			d.Namespace, d.Name, lsn, clickhouse.QuoteQualified(prev.Target))

@@ -13,6 +13,7 @@ type outputMetrics struct {
 	ddlApplied, ddlRefused *service.MetricCounter // by kind
 	toastLookups           *service.MetricCounter
 	tableFailures          *service.MetricCounter // by table
+	tableRefills           *service.MetricCounter // by table: rewrites refilled from the WAL instead of a reload
 	superseded             *service.MetricCounter // replayed changes skipped
 	lag                    *service.MetricGauge   // milliseconds, source commit → ClickHouse ack
 }
@@ -31,6 +32,7 @@ func newOutputMetrics(m *service.Metrics) *outputMetrics {
 		ddlRefused:    m.NewCounter("walshadow_clickhouse_ddl_refused_total", "kind"),
 		toastLookups:  m.NewCounter("walshadow_clickhouse_toast_lookups_total"),
 		tableFailures: m.NewCounter("walshadow_table_failures_total", "table"),
+		tableRefills:  m.NewCounter("walshadow_table_rewrite_refills_total", "table"),
 		superseded:    m.NewCounter("walshadow_clickhouse_superseded_total"),
 		lag:           m.NewGauge("walshadow_clickhouse_lag_milliseconds"),
 	}

@@ -213,6 +213,9 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if why == "" && prev != nil && prev.ValidFrom >= c.lsn {
 			return nil // the agreement already includes this change (a replay)
 		}
+		if done, err := o.refillFromRewrite(ctx, d, prev, c, why); done || err != nil {
+			return err
+		}
 		var planned load.Entry
 		loadNow := false
 		if why != "" {

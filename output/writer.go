@@ -433,6 +433,11 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 		// load's snapshot, so in the load.
 		return nil
 	}
+	if c.lsn < ts.agreed.RefilledBefore && c.meta.Filenode != ts.agreed.RefilledFile {
+		// A change the rewrite the table was rebuilt empty at reflects:
+		// what it kept of the rows, it wrote into its new file.
+		return nil
+	}
 	var id rowIdentity
 	if ts.Layout == clickhouse.LayoutPhysical {
 		if id, err = o.physicalIdentity(ts, m, c); err != nil {

@@ -266,6 +266,9 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *se
 	if ev.Kind == desclog.EventChanged && ev.Prev != nil {
 		payload["previous"] = relationPayload(ev.Prev)
 		payload["diff"] = diffPayload(ev.Diff, ev.Desc, ev.Prev)
+		if p.rewritten(ev) {
+			c.Rewritten, c.Filenode = true, ev.Desc.Rfn.RelNum
+		}
 	}
 	m.SetStructuredMut(payload)
 	// Events are few: every string is set.
@@ -273,6 +276,23 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *se
 	c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
 	p.m.events.Incr(1, kind)
 	return m
+}
+
+// rewritten reports a changed event whose transaction wrote every row of
+// the relation into its new file as row changes (msg.KeyRewritten): the
+// file changed, the relation is logged before and after (an UNLOGGED
+// table's rows are not in the WAL), and no page of the new file was
+// copied whole. Within one ALTER TABLE transaction a relation's file is
+// replaced by ATRewriteTable (a type change, a volatile default, SET
+// LOGGED, SET ACCESS METHOD: every live row inserted into the new file),
+// by TRUNCATE (an empty file) or by SET TABLESPACE (the old file's pages
+// copied as page images; VACUUM FULL and CLUSTER cannot run inside a
+// transaction block and change no shape): the page copies are what tells
+// the last apart, so a file with one is never called rewritten.
+func (p *decodeProcessor) rewritten(ev *desclog.Event) bool {
+	prev, d := ev.Prev, ev.Desc
+	return d != nil && prev.Rfn != d.Rfn && d.Rfn.RelNum != 0 && prev.Persistence == 'p' && d.Persistence == 'p' &&
+		!p.sess.PageCopied(d.Rfn)
 }
 
 func relationPayload(d *desclog.Descriptor) map[string]any {

@@ -67,6 +67,15 @@ type Agreed struct {
 	// first adopted row, a load's coverage, a TRUNCATE): a replayed row of
 	// another generation older than it is superseded.
 	FilenodeFrom wal.LSN
+	// RefilledFile and RefilledBefore, when set, say the table was
+	// rebuilt empty at a rewrite (output/refill.go): its rows are the ones
+	// the rewriting transaction, which committed at RefilledBefore, wrote
+	// into the new file RefilledFile, and everything after. A row change
+	// before RefilledBefore in any other file (the transaction's own
+	// changes before the rewrite, or a replay) is reflected in the
+	// rewrite's rows already, and is skipped.
+	RefilledFile   uint32
+	RefilledBefore wal.LSN
 }
 
 // Store keeps every relation's Agreed durably in one file,
@@ -89,7 +98,8 @@ type Agreed struct {
 //	     "type": {"type": "Int64", "repr": "int"},
 //	     "nullable": false, "default": "", "key": true}, ...],
 //	   "order_by": ["id"], "dropped": false, "left": false,
-//	   "filenode": 0, "filenode_from": 0},
+//	   "filenode": 0, "filenode_from": 0,
+//	   "refilled_file": 16402, "refilled_before": 23803720}, left out when zero
 //	  ...]}
 //
 // Bytes (type_kind, align, storage) are numbers. A column type is stored
@@ -233,20 +243,22 @@ type baselineBody struct {
 
 // agreedJSON is an Agreed on disk.
 type agreedJSON struct {
-	Oid          uint32             `json:"oid"`
-	DbOid        uint32             `json:"db_oid"`
-	Schema       string             `json:"schema"`
-	Table        string             `json:"table"`
-	ValidFrom    wal.LSN            `json:"valid_from"`
-	Shape        []shapeColumnJSON  `json:"shape"`
-	KeyAttnums   []int16            `json:"key_attnums"`
-	Target       targetJSON         `json:"target"`
-	Columns      []mappedColumnJSON `json:"columns"`
-	OrderBy      []string           `json:"order_by"`
-	Dropped      bool               `json:"dropped"`
-	Left         bool               `json:"left"`
-	Filenode     uint32             `json:"filenode"`
-	FilenodeFrom wal.LSN            `json:"filenode_from"`
+	Oid            uint32             `json:"oid"`
+	DbOid          uint32             `json:"db_oid"`
+	Schema         string             `json:"schema"`
+	Table          string             `json:"table"`
+	ValidFrom      wal.LSN            `json:"valid_from"`
+	Shape          []shapeColumnJSON  `json:"shape"`
+	KeyAttnums     []int16            `json:"key_attnums"`
+	Target         targetJSON         `json:"target"`
+	Columns        []mappedColumnJSON `json:"columns"`
+	OrderBy        []string           `json:"order_by"`
+	Dropped        bool               `json:"dropped"`
+	Left           bool               `json:"left"`
+	Filenode       uint32             `json:"filenode"`
+	FilenodeFrom   wal.LSN            `json:"filenode_from"`
+	RefilledFile   uint32             `json:"refilled_file,omitempty"`
+	RefilledBefore wal.LSN            `json:"refilled_before,omitempty"`
 }
 
 // shapeColumnJSON is a desclog.Column on disk: the same fields (a Go
@@ -316,7 +328,8 @@ func (a *agreedV1) current() *agreedJSON {
 func (a *Agreed) toJSON() (*agreedJSON, error) {
 	j := &agreedJSON{Oid: a.Oid, DbOid: a.DbOid, Schema: a.Schema, Table: a.Table, ValidFrom: a.ValidFrom,
 		KeyAttnums: a.KeyAttnums, Target: targetJSON(a.Target), OrderBy: a.OrderBy,
-		Dropped: a.Dropped, Left: a.Left, Filenode: a.Filenode, FilenodeFrom: a.FilenodeFrom}
+		Dropped: a.Dropped, Left: a.Left, Filenode: a.Filenode, FilenodeFrom: a.FilenodeFrom,
+		RefilledFile: a.RefilledFile, RefilledBefore: a.RefilledBefore}
 	for _, c := range a.Shape {
 		j.Shape = append(j.Shape, shapeColumnJSON(c))
 	}
@@ -336,7 +349,8 @@ func (a *Agreed) toJSON() (*agreedJSON, error) {
 func (j *agreedJSON) agreed() (*Agreed, error) {
 	a := &Agreed{Oid: j.Oid, DbOid: j.DbOid, Schema: j.Schema, Table: j.Table, ValidFrom: j.ValidFrom,
 		KeyAttnums: cloneOrNil(j.KeyAttnums), Target: Target(j.Target), OrderBy: cloneOrNil(j.OrderBy),
-		Dropped: j.Dropped, Left: j.Left, Filenode: j.Filenode, FilenodeFrom: j.FilenodeFrom}
+		Dropped: j.Dropped, Left: j.Left, Filenode: j.Filenode, FilenodeFrom: j.FilenodeFrom,
+		RefilledFile: j.RefilledFile, RefilledBefore: j.RefilledBefore}
 	for _, c := range j.Shape {
 		a.Shape = append(a.Shape, desclog.Column(c))
 	}

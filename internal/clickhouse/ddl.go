@@ -419,6 +419,13 @@ func RenameTable(from, to Target) (string, error) {
 	return "RENAME TABLE " + QuoteQualified(from) + " TO " + QuoteQualified(to), nil
 }
 
+// SwapIn renders the one RENAME that moves table old aside to retired and
+// fresh into old's name (the name is without a table only between the
+// two renames, inside one statement).
+func SwapIn(old, fresh, retired Target) string {
+	return "RENAME TABLE " + QuoteQualified(old) + " TO " + QuoteQualified(retired) + ", " + QuoteQualified(fresh) + " TO " + QuoteQualified(old)
+}
+
 // TruncateTable renders TRUNCATE TABLE IF EXISTS (18.16 accepts it).
 func TruncateTable(target Target) string { return "TRUNCATE TABLE IF EXISTS " + QuoteQualified(target) }
 

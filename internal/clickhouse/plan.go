@@ -259,7 +259,7 @@ func (r *reconciler) rebuild() error {
 		DropTable(fresh),
 		create,
 		"INSERT INTO "+QuoteQualified(fresh)+" ("+strings.Join(cols, ", ")+") "+sel,
-		"RENAME TABLE "+QuoteQualified(old)+" TO "+QuoteQualified(retired)+", "+QuoteQualified(fresh)+" TO "+QuoteQualified(old),
+		SwapIn(old, fresh, retired),
 		DropTable(retired))
 	r.notef("%s: replica identity changed; %s rebuilt with ORDER BY (%s), rows copied", r.source, QuoteQualified(old), strings.Join(r.next.OrderBy, ", "))
 	r.plan.Agreed = r.next

@@ -99,6 +99,7 @@ type Filter struct {
 	tracker CatalogTracker
 	trees   xactTrees
 	smgr    map[wal.RelFileNode]wal.LSN // main-fork XLOG_SMGR_CREATE positions
+	copies  pageCopies
 	stats   Stats
 	err     error // sticky: the first fatal error
 
@@ -146,6 +147,19 @@ func (f *Filter) SmgrCreateLSN(rfn wal.RelFileNode) (wal.LSN, bool) {
 	lsn, ok := f.smgr[rfn]
 	return lsn, ok
 }
+
+// PageCopied reports whether a block of rfn's main fork was written as a
+// whole page image (XLOG_FPI, log_newpage) since the resume floor: a file
+// filled by copying pages (SET TABLESPACE, VACUUM FULL, CLUSTER), not by
+// row records. Safe to call from any goroutine.
+func (f *Filter) PageCopied(rfn wal.RelFileNode) bool {
+	return f.copies.has(rfn)
+}
+
+// ForgetPageCopiesBelow drops what PageCopied knows of copies before lsn
+// (the resume floor: no transaction still to be decoded began before
+// it). Safe to call from any goroutine.
+func (f *Filter) ForgetPageCopiesBelow(lsn wal.LSN) { f.copies.forgetBelow(lsn) }
 
 // Decide classifies rec and updates the filter's state. An error is fatal:
 // the WAL cannot be proven safe to filter (a malformed transaction, relmap,
@@ -223,7 +237,7 @@ func (f *Filter) anyCatalogBlock(rec *wal.Record) bool {
 }
 
 func (f *Filter) xlog(rec *wal.Record) (Decision, error) {
-	switch rec.RmgrInfo() {
+	switch info := rec.RmgrInfo(); info {
 	case wal.XLogFPI, wal.XLogFPIForHint:
 		// Full-page images of user relations would put user pages on the
 		// shadow's disk (redo creates the file): NOOP them like any user
@@ -232,6 +246,9 @@ func (f *Filter) xlog(rec *wal.Record) (Decision, error) {
 		if len(rec.Blocks) > 0 {
 			if f.anyCatalogBlock(rec) {
 				return Decision{Route: RouteShadow, Class: ClassCatalog}, nil
+			}
+			if info == wal.XLogFPI {
+				f.copies.note(rec)
 			}
 			return f.userDecision(rec.Header.XID), nil
 		}

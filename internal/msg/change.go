@@ -41,6 +41,9 @@ type Change struct {
 	RecordIndex int
 	// KeyChanged marks both halves of a key-changing update.
 	KeyChanged bool
+	// Rewritten marks a changed event whose transaction rewrote every row
+	// into a new file (see KeyRewritten); Filenode is that file's.
+	Rewritten bool
 	// UnchangedToast names the columns left out of the payload: TOAST
 	// values the update did not change.
 	UnchangedToast []string
@@ -127,6 +130,9 @@ func (c *Change) AppendStrings(all bool, f func(key, value string)) {
 	if c.KeyChanged {
 		emit(KeyKeyChanged, "true")
 	}
+	if c.Rewritten {
+		emit(KeyRewritten, "true")
+	}
 	emit(KeyEpoch, strconv.FormatUint(c.Epoch, 10))
 	if c.Seq != 0 {
 		emit(KeySeq, strconv.FormatUint(c.Seq, 10))
@@ -170,6 +176,7 @@ func ChangeFromStrings(get func(string) (string, bool)) (*Change, error) {
 		c.RecordIndex = int(n)
 	}
 	c.KeyChanged = p.flag(KeyKeyChanged)
+	c.Rewritten = p.flag(KeyRewritten)
 	c.Epoch = p.uint(KeyEpoch, 64, false)
 	c.Seq = p.uint(KeySeq, 64, false)
 	if p.err != nil {

@@ -30,6 +30,7 @@ func testEvent() *Change {
 	return &Change{
 		Op: OperationSchema, Event: "changed", Rel: &Relation{Schema: "public", Table: "t", Oid: 16384, Key: []string{"id"}},
 		LSN: 0x1_0000_0028, Tx: &Tx{CommitLSN: 0x1_0000_0100}, DescVersion: 0x1_0000_0028, RecordIndex: -1,
+		Rewritten: true, Filenode: 16401,
 	}
 }
 
@@ -278,7 +279,7 @@ func FuzzChangeStrings(f *testing.F) {
 			Rel: &Relation{Schema: schema, Table: table, Oid: oid, Key: key},
 			LSN: wal.LSN(lsn), Tx: &Tx{TopXID: xid, CommitLSN: wal.LSN(commit), CommitTime: time.Unix(0, nanos).UTC()},
 			DescVersion: wal.LSN(desc), TID: TID{block, off}, OldTID: TID{oldBlock, oldOff}, Filenode: filenode,
-			RecordIndex: int(index), KeyChanged: keyChanged, UnchangedToast: toast, Epoch: epoch,
+			RecordIndex: int(index), KeyChanged: keyChanged, Rewritten: keyChanged && op%2 == 0, UnchangedToast: toast, Epoch: epoch,
 		}
 		got, err := ChangeFromStrings(lookup(renderChange(t, c, true)))
 		if err != nil {

@@ -52,6 +52,14 @@ const (
 	// to, in decimal: the table's storage generation (TRUNCATE, VACUUM
 	// FULL, CLUSTER and rewrites start a new one).
 	KeyFilenode = "walshadow_filenode"
+	// KeyRewritten marks a changed event ("true") whose transaction gave
+	// the relation a new file and wrote every row the relation holds at
+	// its commit into it as row changes of that transaction (ALTER
+	// TABLE's rewrite; a TRUNCATE's empty file): a consumer that empties
+	// the table at the event and applies the transaction's rows holds the
+	// table, whatever the rewrite did to the values (USING). Its
+	// KeyFilenode is the new file's relfilenode.
+	KeyRewritten = "walshadow_rewritten"
 	// KeyError is why a table failed (OperationFail only): it names the
 	// LSN, the relation and the column at fault.
 	KeyError = "walshadow_error"

@@ -25,6 +25,17 @@ func (s *Session) DescLog() *desclog.Log {
 	return s.parts.desclog
 }
 
+// PageCopied reports whether the source wrote a block of rfn's main fork
+// as a whole page image (filter.Filter.PageCopied): its
+// file was filled by copying pages, not by the heap inserts of a rewrite.
+// False before Start.
+func (s *Session) PageCopied(rfn wal.RelFileNode) bool {
+	s.mu.Lock()
+	p := s.parts
+	s.mu.Unlock()
+	return p != nil && p.filter != nil && p.filter.PageCopied(rfn)
+}
+
 // openDescLog opens the descriptor log bound to the source's identity,
 // before the shadow starts: a log of another source or a corrupt one stops
 // the start with nothing changed.

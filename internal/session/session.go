@@ -598,6 +598,9 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 			return
 		}
 		s.saved, s.savedAt = d.manifest, now
+		// Page copies below the stored floor belong to transactions no
+		// run decodes again.
+		p.filter.ForgetPageCopiesBelow(d.manifest.Floor)
 	}
 	p.stream.SetPositions(d.slotWrite, d.slotFlush, d.slotApply)
 	if d.sendStatus {
