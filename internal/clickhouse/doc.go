@@ -195,7 +195,10 @@
 //
 // PostgreSQL's ALTER COLUMN ... TYPE ... USING expr leaves the catalog as
 // a plain cast does: the classification assumes the values were cast, not
-// transformed. A caller that knows of a USING expression must reload.
+// transformed. A USING expression always rewrites the table, and the
+// rewrite's inserts carry the transformed values: a keyed table takes
+// them by key after a MODIFY, any other is refilled from them ("Reloads"
+// below).
 //
 // # Values
 //
@@ -240,8 +243,50 @@
 //	DELETE                              delete marker at the TID
 //	TRUNCATE                            TRUNCATE TABLE; the next rows adopt the new filenode
 //	VACUUM FULL, CLUSTER                every TID moved without row records: reload
-//	ALTER TABLE rewrite (type change,   the rewrite's inserts would be a second copy
-//	  volatile default)                   of every row: reload
+//	ALTER TABLE rewrite (type change,   rebuilt empty at the event and refilled
+//	  volatile default)                   from the rewrite's inserts (no reload)
 //	primary key added                   rebuilt under the key (rows copied)
 //	primary key dropped                 reload (ClickHouse cannot know the TIDs)
+//
+// # Reloads
+//
+// A reload copies a table from the source again: exact, and the one
+// repair that costs the primary. What walshadow does instead wherever
+// ClickHouse or the WAL already holds what the table needs, and why each
+// remaining reason needs the source:
+//
+//   - A type change: a MODIFY COLUMN where ClickHouse converts every
+//     value exactly (the table above); otherwise, when PostgreSQL
+//     rewrote the table (every type change that is not binary coercible
+//     does, USING or not), the rewrite's transaction holds every row as
+//     an insert into the new file: the table is rebuilt empty under the
+//     new shape and refilled from those rows (output/refill.go; the event
+//     says so with msg.KeyRewritten), key columns and text conversions
+//     included. A change that keeps the file (binary coercible) and
+//     still changes what ClickHouse holds — a composite type's
+//     attributes (PostgreSQL reads the stored values with the type's new
+//     attributes, writing nothing), a domain or an array's element
+//     type whose rendering changes — leaves the new values nowhere but
+//     in the source: reload.
+//   - A table without a key rewritten by ALTER TABLE: refilled the same
+//     way. Rewritten by VACUUM FULL or CLUSTER (no shape change): the new
+//     heap is in the WAL only as page images, which hold dead and
+//     recently dead tuple versions too; telling them apart needs the
+//     commit status of every xmin and xmax (as a base_backup load does
+//     with pg_xact): reload.
+//   - A replica identity key dropped: the table's rows are keyed by their
+//     physical identity (TID) from then on, which ClickHouse never held
+//     for a keyed table and the WAL names only for rows changed after:
+//     reload.
+//   - A value its column's ClickHouse type cannot hold (numeric NaN in a
+//     Decimal, a timestamp past Int64 microseconds, a multi-dimensional
+//     array or one with explicit bounds): the column becomes String,
+//     PostgreSQL's text of every value. ClickHouse's own text of the
+//     values it stored is not PostgreSQL's (a Decimal's scale, an array's
+//     brackets and quoting, microseconds as an integer), so only the
+//     source's output functions give it: reload.
+//   - A value the bridge cannot render (a type dropped before its row was
+//     decoded), a change the decoder cannot prove a shape for, a table
+//     made LOGGED (its rows of the UNLOGGED time are not in the WAL), a
+//     table that returns to the scope: reload.
 package clickhouse
