@@ -15,6 +15,7 @@ type outputMetrics struct {
 	tableFailures          *service.MetricCounter // by table
 	superseded             *service.MetricCounter // replayed changes skipped
 	lag                    *service.MetricGauge   // milliseconds, source commit → ClickHouse ack
+	chRestarts             *service.MetricCounter // ClickHouse restarts seen (restart.go)
 }
 
 func newOutputMetrics(m *service.Metrics) *outputMetrics {
@@ -33,5 +34,6 @@ func newOutputMetrics(m *service.Metrics) *outputMetrics {
 		tableFailures: m.NewCounter("walshadow_table_failures_total", "table"),
 		superseded:    m.NewCounter("walshadow_clickhouse_superseded_total"),
 		lag:           m.NewGauge("walshadow_clickhouse_lag_milliseconds"),
+		chRestarts:    m.NewCounter("walshadow_clickhouse_restarts_total"),
 	}
 }

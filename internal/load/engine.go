@@ -354,7 +354,7 @@ func (l *Engine) makeStaging(ctx context.Context, e *Entry, a *clickhouse.Agreed
 		clickhouse.DropTable(staging),
 		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
 	}
-	return l.dst.WithLock(func() error {
+	return l.dst.WithLock(ctx, func() error {
 		if now := l.store.Get(e.Oid); now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
 			return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
 		}

@@ -16,7 +16,7 @@ import (
 // database when a table already holds the name), the agreement moves to
 // that name and the delta table goes.
 func (l *Engine) publish(ctx context.Context, e *Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
-	return l.dst.WithLock(func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
+	return l.dst.WithLock(ctx, func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
 }
 
 // publishLocked is publish, under the output's lock.
