@@ -237,7 +237,7 @@ func (l *Engine) recoverPublish(ctx context.Context, e Entry) error {
 	if err := l.swap(ctx, e); err != nil {
 		return err
 	}
-	l.log.Infof("initial load of %s: finished the publish a restart interrupted", describeLoad(e))
+	l.log.Infof("initial load of %s: finished the publish a restart or a lost ClickHouse interrupted", describeLoad(e))
 	return nil
 }
 
