@@ -104,11 +104,11 @@ UPDATE tn SET v = 'keyed' WHERE id % 7 = 0`)
 	r.waitCH(t, run, fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0", chTable("public", "tr_marker")), "1", 3*time.Minute)
 	run.stop(t)
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "ClickHouse restarted") || strings.Contains(l, "truncate mutation") {
+		if strings.Contains(l, "ClickHouse restarted (up since") || strings.Contains(l, "truncate mutation") {
 			t.Log(l)
 		}
 	}
-	if !strings.Contains(logs.String(), "ClickHouse restarted") {
+	if !strings.Contains(logs.String(), "ClickHouse restarted (up since") {
 		t.Errorf("the output did not log that ClickHouse restarted; log tail:\n%s", tail(logs.String(), 3000))
 	}
 	r.compareAll(t)

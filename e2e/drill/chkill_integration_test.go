@@ -124,7 +124,7 @@ func TestClickHouseKillDrill(t *testing.T) {
 		t.Fatalf("the pipeline exited (%v):\n%s", c.Wait(), c.LogTail(80))
 	}
 	log := c.Log()
-	restarts := strings.Count(log, "ClickHouse restarted")
+	restarts := strings.Count(log, "ClickHouse restarted (up since")
 	if restarts != cycles {
 		t.Errorf("the run logged %d ClickHouse restarts for %d kills", restarts, cycles)
 	}
