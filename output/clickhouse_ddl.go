@@ -14,11 +14,17 @@
 // order), tables of one batch in parallel up to max_in_flight.
 //
 // Schema events and TRUNCATE are barriers: every pending row is inserted
-// first, then the DDL runs. What DDL runs is decided by
-// clickhouse.Reconcile from the table's configuration, its durable agreed
-// shape (state_dir/baseline.json) and what ClickHouse holds — never from an
-// in-memory cache — so a restart, a table dropped on ClickHouse or a column
-// dropped there all converge to the same tables.
+// first, then the DDL runs. A TRUNCATE is TRUNCATE TABLE plus a mutation
+// deleting the rows older than it, so that a ClickHouse restart cannot
+// bring them back, and after a restart nothing is written until that
+// mutation is done (restart.go; DROP and RENAME need nothing of the kind:
+// "Restarts" in internal/clickhouse's documentation).
+//
+// What DDL runs is decided by clickhouse.Reconcile from the table's
+// configuration, its durable agreed shape (state_dir/baseline.json) and
+// what ClickHouse holds — never from an in-memory cache — so a restart, a
+// table dropped on ClickHouse or a column dropped there all converge to
+// the same tables.
 package output
 
 import (
@@ -467,6 +473,8 @@ type chOutput struct {
 	// failedInBatch: relations that failed in the batch being written;
 	// their later rows in it are not written (their reload holds them).
 	failedInBatch map[uint32]bool
+	// restart is what the output knows of ClickHouse's boot (restart.go).
+	restart restartGuard
 	// loads runs the initial loads (nil until connected).
 	loads *load.Engine
 	// deferred are the current batch's updates waiting for their table's
@@ -553,6 +561,11 @@ func (o *chOutput) Connect(ctx context.Context) error {
 			if err := o.loads.RestoreFilters(o.writtenBefore); err != nil {
 				return err
 			}
+		}
+		// Before anything reads a table: ClickHouse may have restarted
+		// while the output was down.
+		if err := o.guardRestart(ctx, true); err != nil {
+			return err
 		}
 		if err := o.reconcileAll(ctx); err != nil {
 			return err

@@ -14,6 +14,10 @@ type chConn interface {
 	load.Conn // what the initial loads use of it
 	Database() string
 	InsertBlockRetrying(ctx context.Context, t clickhouse.Target, b *clickhouse.Block, p clickhouse.RetryPolicy, onRetry func(attempt int, err error)) error
+	// Boot and UnfinishedMutations tell a ClickHouse restart and what it
+	// brought back (restart.go).
+	Boot(ctx context.Context) (clickhouse.Boot, error)
+	UnfinishedMutations(ctx context.Context, targets []clickhouse.Target) ([]clickhouse.Mutation, error)
 	Close() error
 }
 

@@ -27,9 +27,16 @@ var _ load.Destination = loadDestination{}
 // load.Conn).
 func (d loadDestination) Conn() load.Conn { return d.o.conn }
 
-func (d loadDestination) WithLock(fn func() error) error {
+func (d loadDestination) WithLock(ctx context.Context, fn func() error) error {
 	d.o.mu.Lock()
 	defer d.o.mu.Unlock()
+	if d.o.conn != nil {
+		// A publish copies the delta table's rows: never while rows a
+		// ClickHouse restart brought back of a truncated table show.
+		if err := d.o.guardRestart(ctx, true); err != nil {
+			return err
+		}
+	}
 	return fn()
 }
 

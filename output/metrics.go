@@ -16,6 +16,7 @@ type outputMetrics struct {
 	tableRefills           *service.MetricCounter // by table: rewrites refilled from the WAL instead of a reload
 	superseded             *service.MetricCounter // replayed changes skipped
 	lag                    *service.MetricGauge   // milliseconds, source commit → ClickHouse ack
+	chRestarts             *service.MetricCounter // ClickHouse restarts seen (restart.go)
 }
 
 func newOutputMetrics(m *service.Metrics) *outputMetrics {
@@ -35,5 +36,6 @@ func newOutputMetrics(m *service.Metrics) *outputMetrics {
 		tableRefills:  m.NewCounter("walshadow_table_rewrite_refills_total", "table"),
 		superseded:    m.NewCounter("walshadow_clickhouse_superseded_total"),
 		lag:           m.NewGauge("walshadow_clickhouse_lag_milliseconds"),
+		chRestarts:    m.NewCounter("walshadow_clickhouse_restarts_total"),
 	}
 }

@@ -163,6 +163,13 @@ func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, tar
 
 func (o *chOutput) execAll(ctx context.Context, stmts []string) error {
 	for _, s := range stmts {
+		if strings.HasPrefix(s, "INSERT INTO ") {
+			// Rows copied out of a table (a rekey's INSERT ... SELECT):
+			// never while a ClickHouse restart's leftovers show in it.
+			if err := o.guardRestart(ctx, true); err != nil {
+				return err
+			}
+		}
 		if err := o.conn.Exec(ctx, s); err != nil {
 			return fmt.Errorf("%s: %w", clickhouse.StatementHead(s), err)
 		}
@@ -174,7 +181,7 @@ func (o *chOutput) execAll(ctx context.Context, stmts []string) error {
 
 // ddlKind labels a statement for the DDL counter.
 func ddlKind(s string) string {
-	for _, k := range []string{"CREATE DATABASE", "CREATE TABLE", "ADD COLUMN", "RENAME COLUMN", "DROP COLUMN", "TRUNCATE", "DROP TABLE", "RENAME TABLE"} {
+	for _, k := range []string{"CREATE DATABASE", "CREATE TABLE", "ADD COLUMN", "RENAME COLUMN", "DROP COLUMN", "TRUNCATE", "DELETE WHERE", "DROP TABLE", "RENAME TABLE"} {
 		if strings.Contains(s, k) {
 			return strings.ToLower(strings.ReplaceAll(k, " ", "_"))
 		}
@@ -316,7 +323,14 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	if err != nil {
 		return err
 	}
-	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed)); err != nil {
+	// TRUNCATE TABLE and ALTER TABLE ... DELETE WHERE _lsn < the
+	// TRUNCATE's position (internal/clickhouse/truncate.go: a restart of
+	// ClickHouse can bring back parts a TRUNCATE left on disk; the
+	// mutation removes them again). Either failing fails the change: a
+	// lost connection fails the batch, which is written again whole (rows
+	// before the TRUNCATE, both statements, rows after); ClickHouse
+	// refusing one fails the table, which is reloaded.
+	if err := o.execAll(ctx, clickhouse.PlanTruncate(ts.agreed, uint64(c.lsn))); err != nil {
 		return err
 	}
 	if physical(ts.agreed) {

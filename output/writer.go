@@ -77,7 +77,12 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 	for attempt := 1; ; attempt++ {
 		o.deferred = o.deferred[:0]
 		clear(o.failedInBatch)
-		err := o.writeBatch(ctx, batch, pb.changes)
+		// (ClickHouse restarted since the last batch: nothing is written
+		// while rows it brought back of a truncated table show.)
+		err := o.guardRestart(ctx, false)
+		if err == nil {
+			err = o.writeBatch(ctx, batch, pb.changes)
+		}
 		if err == nil && len(o.deferred) > 0 {
 			o.loads.AddDeferred(o.deferred)
 		}
@@ -89,8 +94,11 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 			return nil
 		}
 		// Nothing of this batch is acknowledged: drop what is pending and
-		// rebuild table state from the durable agreements on the next try.
+		// rebuild table state from the durable agreements on the next try,
+		// after reading ClickHouse's boot time again (it may have
+		// restarted under the batch).
 		o.tables = map[uint32]*tableState{}
+		o.restart.suspect = true
 		if !o.unavailable(ctx, err) || !o.sess.Live(epoch) {
 			o.fenced = max(o.fenced, epoch)
 			return err

@@ -48,6 +48,12 @@ type fakeConn struct {
 	events  []string // "exec <sql>" or "insert <table> <rows>"
 	inserts []fakeInsert
 	lookups int
+	// boot is the server's boot time Boot reports (a fixed one unless a
+	// test restarts it); boots counts the readings. mutations are the
+	// unfinished ones UnfinishedMutations reports.
+	boot      clickhouse.Boot
+	boots     int
+	mutations []clickhouse.Mutation
 }
 
 type fakeInsert struct {
@@ -61,7 +67,8 @@ func newFakeConn(t *testing.T) *fakeConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeConn{dialect: d}
+	start := time.Now().Add(-time.Hour)
+	return &fakeConn{dialect: d, boot: clickhouse.Boot{Earliest: start, Latest: start.Add(time.Second), Read: start.Add(time.Hour)}}
 }
 
 func (f *fakeConn) Dialect() clickhouse.Dialect { return f.dialect }
@@ -72,6 +79,25 @@ func (f *fakeConn) Exec(_ context.Context, sql string) error {
 	defer f.mu.Unlock()
 	f.events = append(f.events, "exec "+sql)
 	return nil
+}
+func (f *fakeConn) Boot(context.Context) (clickhouse.Boot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.boots++
+	return f.boot, nil
+}
+func (f *fakeConn) UnfinishedMutations(_ context.Context, targets []clickhouse.Target) ([]clickhouse.Mutation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []clickhouse.Mutation
+	for _, m := range f.mutations {
+		for _, t := range targets {
+			if m.Target == t {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
 }
 func (f *fakeConn) Table(context.Context, clickhouse.Target) (clickhouse.CHTable, error) {
 	return clickhouse.CHTable{}, nil
@@ -343,7 +369,9 @@ func TestWriterFlushesAtBatchRows(t *testing.T) {
 }
 
 // TestWriterTruncateIsABarrier: rows before a TRUNCATE are inserted before
-// it, rows after it after it.
+// it, rows after it after it; the TRUNCATE is TRUNCATE TABLE and the
+// mutation deleting every row older than the TRUNCATE's position (what a
+// ClickHouse restart may bring back).
 func TestWriterTruncateIsABarrier(t *testing.T) {
 	o, conn := newFakeOutput(t, 1000)
 	write(t, o, batchOf(
@@ -352,8 +380,76 @@ func TestWriterTruncateIsABarrier(t *testing.T) {
 		ins(0x3000300, account(2, 0, "b")),
 	))
 	got := conn.take()
-	if len(got) != 3 || got[0] != "insert "+accountsTable+" 1" || !strings.HasPrefix(got[1], "exec TRUNCATE TABLE") || got[2] != "insert "+accountsTable+" 1" {
-		t.Errorf("ClickHouse saw %q, want an insert, the TRUNCATE, an insert", got)
+	want := []string{
+		"insert " + accountsTable + " 1",
+		"exec TRUNCATE TABLE IF EXISTS `walshadow_test`.`public.pgbench_accounts`",
+		"exec ALTER TABLE `walshadow_test`.`public.pgbench_accounts` DELETE WHERE `_lsn` < 50332160", // 0x3000200
+		"insert " + accountsTable + " 1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ClickHouse saw %q, want %q", got, want)
+	}
+}
+
+// TestWriterWaitsAfterClickHouseRestart: a batch reads ClickHouse's boot
+// time at most once per interval (and after a failure); when ClickHouse
+// restarted it writes nothing until no truncate mutation of its tables is
+// unfinished (a user's mutation is not waited for).
+func TestWriterWaitsAfterClickHouseRestart(t *testing.T) {
+	o, conn := newFakeOutput(t, 1000)
+	o.restart.every = time.Hour
+	o.restart.poll = 10 * time.Millisecond
+	bootsAtStart := conn.boots
+	if bootsAtStart != 1 {
+		t.Errorf("Connect read the boot time %d times, want once", bootsAtStart)
+	}
+	write(t, o, batchOf(ins(0x3000100, account(1, 0, "a"))))
+	write(t, o, batchOf(ins(0x3000200, account(2, 0, "a"))))
+	if conn.boots != bootsAtStart {
+		t.Errorf("within the interval, batches read the boot time %d times", conn.boots-bootsAtStart)
+	}
+	conn.take()
+
+	// A restart: the new boot is after every time the old server was seen
+	// up. A truncate mutation of the table is unfinished for a while.
+	accounts := clickhouse.Target{Database: "walshadow_test", Table: "public.pgbench_accounts"}
+	conn.mu.Lock()
+	now := time.Now()
+	conn.boot = clickhouse.Boot{Earliest: now.Add(-time.Second), Latest: now, Read: now}
+	conn.mutations = []clickhouse.Mutation{
+		{Target: accounts, ID: "mutation_7.txt", Command: "DELETE WHERE _lsn < 50332160", PartsToDo: 3},
+		{Target: accounts, ID: "mutation_8.txt", Command: "DELETE WHERE abalance < 0", PartsToDo: 1}, // not walshadow's
+	}
+	conn.mu.Unlock()
+	o.restart.every = 0 // the default interval: long past since the last check
+	o.restart.checked = time.Now().Add(-time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- o.WriteBatch(context.Background(), batchOf(ins(0x3000300, account(3, 0, "a")))) }()
+	time.Sleep(100 * time.Millisecond)
+	if got := conn.take(); len(got) != 0 {
+		t.Fatalf("written while a truncate mutation was unfinished after a restart: %q", got)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("WriteBatch returned (%v) while the truncate mutation was unfinished", err)
+	default:
+	}
+	conn.mu.Lock()
+	conn.mutations = conn.mutations[1:] // the truncate mutation is done
+	conn.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WriteBatch still waits once no truncate mutation is unfinished")
+	}
+	if got := conn.take(); len(got) != 1 || got[0] != "insert "+accountsTable+" 1" {
+		t.Errorf("after the wait ClickHouse saw %q, want the insert", got)
+	}
+	if o.restart.waiting || o.restart.boot.Latest != now {
+		t.Errorf("guard state after the wait: %+v", o.restart)
 	}
 }
 

@@ -289,4 +289,48 @@
 //     decoded), a change the decoder cannot prove a shape for, a table
 //     made LOGGED (its rows of the UNLOGGED time are not in the WAL), a
 //     table that returns to the scope: reload.
+//
+// # Restarts
+//
+// A statement the output counts as done must stay done when ClickHouse
+// is killed (a crash, an OOM kill) and started again. Measured on
+// 18.16.1 with a query reading the table, the server SIGKILLed right
+// after the statement returned (TestRestartAfterTruncateDropRename):
+//
+//   - TRUNCATE TABLE waits for the readers and takes every part out of
+//     the table, but leaves on disk the parts its merges replaced in the
+//     last old_parts_lifetime (8 minutes), reader or not; a restart
+//     before they are gone loads them again (no part covers them any
+//     more) and the table holds rows from before the TRUNCATE. A TRUNCATE
+//     is therefore followed by DeleteBefore's mutation, which the server
+//     keeps on disk and applies to those parts when it loads them
+//     (truncate.go: why it deletes exactly those rows, and how the output
+//     waits for it after a restart).
+//   - DROP TABLE waits for the readers, then removes the table's metadata
+//     file (metadata/<db>/<table>.sql) before its data: a table without
+//     its metadata file is not loaded at start, whatever data directory a
+//     crash left behind. Nothing comes back.
+//   - RENAME TABLE (the rekey's swap, a load's publish on an Ordinary
+//     database: 18.16 has no other kind) waits for the readers, renames
+//     the table's data directory (one rename(2)), writes its metadata file
+//     under the new name and removes the old one. Once it has returned a
+//     process crash cannot undo it: the table is found under its new name
+//     with its own parts, and nothing is left under the old one. (18.16
+//     does not do those three steps atomically: a crash inside the
+//     statement, a window of well under a millisecond, can leave an empty
+//     table under the old name and the rows under the new one, or under
+//     no name if the new metadata file was not written yet. That statement
+//     was not acknowledged, but nothing the output runs next repairs the
+//     second case.)
+//   - EXCHANGE TABLES (an Atomic database, from 20.x; not testable on
+//     18.16) swaps the two tables' metadata files in one
+//     renameat2(RENAME_EXCHANGE); the data stays in directories named by
+//     the tables' UUIDs, which the metadata names: either both are swapped
+//     or neither. DROP TABLE there moves the metadata file aside
+//     (metadata_dropped) before the data goes, so a restart does not load
+//     the table again either.
+//
+// Inserts are durable once acknowledged against a process crash (the
+// parts are written before the INSERT returns; a power loss without
+// fsync_after_insert is beyond what the output can see).
 package clickhouse

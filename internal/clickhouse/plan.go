@@ -807,10 +807,14 @@ func PlanDrop(strategy DropStrategy, prev *Agreed) (stmts []string, next *Agreed
 	}
 }
 
-// PlanTruncate is the SQL mirroring a source TRUNCATE of prev's relation.
-func PlanTruncate(prev *Agreed) []string {
+// PlanTruncate is the SQL mirroring a source TRUNCATE at position at of
+// prev's relation: TRUNCATE TABLE, then the mutation that keeps a restart
+// from bringing the rows back (DeleteBefore; truncate.go says why it
+// removes exactly those rows). Both are the truncate: run again whole, they
+// leave the same table.
+func PlanTruncate(prev *Agreed, at uint64) []string {
 	if prev == nil || prev.Dropped {
 		return nil
 	}
-	return []string{TruncateTable(prev.Target)}
+	return []string{TruncateTable(prev.Target), DeleteBefore(prev.Target, at)}
 }

@@ -521,10 +521,11 @@ func TestPlanDropAndTruncate(t *testing.T) {
 			t.Errorf("%q: next.Dropped %v, prev mutated %v", tc.strategy, next.Dropped, prev.Dropped)
 		}
 	}
-	if got := PlanTruncate(prev); !slices.Equal(got, []string{"TRUNCATE TABLE IF EXISTS `mirror`.`demo.users`"}) {
+	if got := PlanTruncate(prev, 0x3000200); !slices.Equal(got, []string{"TRUNCATE TABLE IF EXISTS `mirror`.`demo.users`",
+		"ALTER TABLE `mirror`.`demo.users` DELETE WHERE `_lsn` < 50332160"}) {
 		t.Errorf("truncate: %q", got)
 	}
-	if got := PlanTruncate(nil); got != nil {
+	if got := PlanTruncate(nil, 1); got != nil {
 		t.Errorf("truncate without agreement: %q", got)
 	}
 }

@@ -56,7 +56,19 @@ func (l *Engine) startBackupPass(entries []Entry) {
 				return
 			}
 			l.m.running.Incr(1)
-			remaining, err := l.backupPass(l.ctx, oids)
+			var remaining []uint32
+			var err error
+			for _, oid := range oids {
+				// (A publish an earlier pass failed in the middle of.)
+				if finishing, ferr := l.finishPublishing(l.ctx, oid); !finishing {
+					remaining = append(remaining, oid)
+				} else if ferr != nil {
+					remaining, err = append(remaining, oid), ferr
+				}
+			}
+			if err == nil && len(remaining) > 0 {
+				remaining, err = l.backupPass(l.ctx, remaining)
+			}
 			l.m.running.Decr(1)
 			<-l.tables
 			if l.ctx.Err() != nil {

@@ -194,7 +194,11 @@ func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		gen := l.generation(run.oid)
 		if !dropped {
 			l.m.running.Incr(1)
-			err = attempt(ctx)
+			if finishing, ferr := l.finishPublishing(ctx, run.oid); finishing {
+				err = ferr
+			} else {
+				err = attempt(ctx)
+			}
 			l.m.running.Decr(1)
 		}
 		if err != nil && l.ctx.Err() == nil && l.generation(run.oid) != gen {
@@ -249,6 +253,19 @@ func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		}
 		backoff = min(2*backoff, 2*time.Minute)
 	}
+}
+
+// finishPublishing finishes the publish of oid's load when an earlier
+// attempt failed in its swap (ClickHouse went away in the middle of it):
+// the agreement may have moved to the target already, so loading again
+// would fail for good. It is finished from what ClickHouse holds, as
+// Resume does after a restart. finishing: the load was publishing.
+func (l *Engine) finishPublishing(ctx context.Context, oid uint32) (finishing bool, err error) {
+	e, ok := l.ledger.Get(oid)
+	if !ok || e.Phase != PhasePublishing {
+		return false, nil
+	}
+	return true, l.dst.WithLock(ctx, func() error { return l.recoverPublish(ctx, e) })
 }
 
 // errReload: the table changed during its load (schema change, TRUNCATE);
@@ -354,7 +371,7 @@ func (l *Engine) makeStaging(ctx context.Context, e *Entry, a *clickhouse.Agreed
 		clickhouse.DropTable(staging),
 		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
 	}
-	return l.dst.WithLock(func() error {
+	return l.dst.WithLock(ctx, func() error {
 		if now := l.store.Get(e.Oid); now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
 			return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
 		}

@@ -47,8 +47,10 @@ type Destination interface {
 	// Conn is ClickHouse (nil while the output is not connected).
 	Conn() Conn
 	// WithLock runs fn between two of the output's batches (under its
-	// lock): a staging table is made and a load published there.
-	WithLock(fn func() error) error
+	// lock): a staging table is made and a load published there. Before
+	// fn, the output makes sure ClickHouse holds no rows a restart of it
+	// brought back (a truncated table's), which the publish would copy.
+	WithLock(ctx context.Context, fn func() error) error
 	// Forget drops what the output derived from oid's agreement (called
 	// with its lock held, when publishing moves the agreement).
 	Forget(oid uint32)

@@ -16,7 +16,7 @@ import (
 // database when a table already holds the name), the agreement moves to
 // that name and the delta table goes.
 func (l *Engine) publish(ctx context.Context, e *Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
-	return l.dst.WithLock(func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
+	return l.dst.WithLock(ctx, func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
 }
 
 // publishLocked is publish, under the output's lock.
@@ -237,7 +237,7 @@ func (l *Engine) recoverPublish(ctx context.Context, e Entry) error {
 	if err := l.swap(ctx, e); err != nil {
 		return err
 	}
-	l.log.Infof("initial load of %s: finished the publish a restart interrupted", describeLoad(e))
+	l.log.Infof("initial load of %s: finished the publish a restart or a lost ClickHouse interrupted", describeLoad(e))
 	return nil
 }
 
