@@ -42,7 +42,8 @@ func pgIdent(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
 // cannot (walshadow's synthetic columns, a NULL flag's name, an array's
 // dot, a name too long for ClickHouse's files): loaded, streamed, through
 // ADD/RENAME COLUMN and RENAME TABLE, unchanged TOAST read back by a
-// hostile key. Every table ends equal, no table fails or is loaded
+// hostile key, a table named like another's rekey side table while that
+// one is rekeyed. Every table ends equal, no table fails or is loaded
 // twice, the session never stops, and a canary database on ClickHouse
 // is untouched.
 func TestHostileNames(t *testing.T) {
@@ -79,11 +80,13 @@ func TestHostileNames(t *testing.T) {
 		INSERT INTO %[1]s.%[2]s SELECT g, 'long ' || g FROM generate_series(1, 10) g`, pgIdent(hnLongNS), pgIdent(hnLongTable)))
 	r.src.Exec(t, `CREATE TABLE public.ren (id int PRIMARY KEY, v text, w int[]);
 		INSERT INTO public.ren VALUES (1, 'one', '{1}');
-		CREATE TABLE public.cfg (id int PRIMARY KEY, _xid text); INSERT INTO public.cfg VALUES (1, 'configured')`)
+		CREATE TABLE public.cfg (id int PRIMARY KEY, _xid text); INSERT INTO public.cfg VALUES (1, 'configured');
+		CREATE TABLE public.hn_orders (id int NOT NULL, v text); INSERT INTO public.hn_orders SELECT g, 'o' || g FROM generate_series(1, 20) g;
+		CREATE TABLE public."hn_orders__rekey" (id int PRIMARY KEY, v text); INSERT INTO public."hn_orders__rekey" VALUES (1, 'not a side table')`)
 
 	logs := &logLines{}
 	run := r.startLogged(t, `tables: { "public.cfg": { column_names: { "_xid": "user_xid" } } }`, logs)
-	r.waitLoadsDone(t, run, logs, 7, 3*time.Minute)
+	r.waitLoadsDone(t, run, logs, 9, 3*time.Minute)
 
 	// Streamed changes: updates that leave the TOAST column unchanged
 	// (read back by the hostile key), a key change, deletes, inserts.
@@ -108,7 +111,8 @@ func TestHostileNames(t *testing.T) {
 	r.src.Exec(t, fmt.Sprintf(`ALTER TABLE %[1]s ADD COLUMN %[2]s text DEFAULT 'late`+"`"+`default';
 		ALTER TABLE %[3]s ADD COLUMN _lsn__pg int; ALTER TABLE %[3]s ADD COLUMN "n.c" int[] DEFAULT '{5,6,7}';
 		ALTER TABLE public.ren RENAME COLUMN v TO _lsn; ALTER TABLE public.ren RENAME COLUMN w TO "w.x";
-		ALTER TABLE public.ren RENAME TO %[4]s`,
+		ALTER TABLE public.ren RENAME TO %[4]s;
+		ALTER TABLE public.hn_orders ADD PRIMARY KEY (id)`,
 		t1, pgIdent("late`col (added)"), t2, pgIdent(hnRenamed)))
 	r.src.Exec(t, fmt.Sprintf(`UPDATE %[1]s SET %[2]s = 'after ddl' WHERE %[3]s = 1;
 		INSERT INTO %[4]s (_lsn, _lsn__pg, "n.a", "n.b", "n.c") VALUES (200, 2, ARRAY[1], ARRAY[1, 2], ARRAY[3]);
@@ -126,7 +130,7 @@ func TestHostileNames(t *testing.T) {
 			t.Errorf("%q in the log: a table failed, a load was retried or the session stopped\n%s", bad, tail(out, 4000))
 		}
 	}
-	entries := r.waitLoadsDone(t, run, logs, 7, time.Minute)
+	entries := r.waitLoadsDone(t, run, logs, 9, time.Minute)
 	for _, e := range entries {
 		if e.Attempt > 1 || e.FailedAt != 0 || e.Reason != "" {
 			t.Errorf("%s.%s: loaded at attempt %d (failed at %s, reason %q): want one load", e.Schema, e.Table, e.Attempt, e.FailedAt, e.Reason)

@@ -135,7 +135,8 @@ func DefaultTarget(database, schema, table string) Target {
 }
 
 // DefaultTableName is "<schema>.<table>" with '%' and '.' inside either
-// part escaped as %25 and %2E, so the first '.' always separates the parts
+// part escaped as %25 and %2E (and the second '_' of a side-table marker
+// as %5F: namePartEscaper), so the first '.' always separates the parts
 // and distinct (schema, table) pairs never share a name ("a.b"."c" is
 // "a%2Eb.c", "a"."b.c" is "a.b%2Ec"). Ordinary names read as themselves:
 // public.orders stays "public.orders". The result is one identifier (a dot
@@ -160,8 +161,16 @@ func DefaultTableName(schema, table string) string {
 }
 
 func escapeNamePart(s string) string {
-	if !strings.ContainsAny(s, ".%") {
+	if !strings.ContainsAny(s, ".%") && !strings.Contains(s, "__") {
 		return s
 	}
-	return strings.NewReplacer("%", "%25", ".", "%2E").Replace(s)
+	return namePartEscaper.Replace(s)
 }
+
+// namePartEscaper escapes '%' and '.', and the start of the markers the
+// output's side tables append to a table's name ("__ws...": a load's
+// staging, delta and stale tables, a refill's; "__rekey"), so a source
+// table's default name never equals another table's side table (a table
+// named "orders__rekey" would otherwise be dropped by the rekey of
+// "orders").
+var namePartEscaper = strings.NewReplacer("%", "%25", ".", "%2E", "__ws", "_%5Fws", "__rekey", "_%5Frekey")

@@ -150,7 +150,7 @@ func TestFitName(t *testing.T) {
 }
 
 func TestDefaultTableNameInjective(t *testing.T) {
-	parts := []string{"", "a", "b", "a.b", "b.c", "a%2Eb", "%", ".", "..", "%2E", "%25", "a.", ".b", "public", "c"}
+	parts := []string{"", "a", "b", "a.b", "b.c", "a%2Eb", "%", ".", "..", "%2E", "%25", "a.", ".b", "public", "c", "x__ws", "x_%5Fws", "__rekey", "___ws"}
 	seen := map[string][2]string{}
 	for _, schema := range parts {
 		for _, table := range parts {
@@ -167,6 +167,12 @@ func TestDefaultTableNameInjective(t *testing.T) {
 	if got := DefaultTableName("a.b", "c"); got != "a%2Eb.c" {
 		t.Errorf("a.b / c -> %q", got)
 	}
+	// No default name is another's side table.
+	for _, side := range []string{"__wsdelta_16384", "__wsload_1", "__wsrefill_7", "__rekey", "__rekey_old"} {
+		if a, b := DefaultTableName("public", "orders")+side, DefaultTableName("public", "orders"+side); a == b {
+			t.Errorf("public.orders%s is both a side table of public.orders and the default name of a table", side)
+		}
+	}
 	if got := DefaultTarget("db", "public", "orders"); got != (Target{Database: "db", Table: "public.orders"}) {
 		t.Errorf("DefaultTarget = %+v", got)
 	}
@@ -178,6 +184,9 @@ func FuzzDefaultTableName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s1, t1, s2, t2 string) {
 		if (s1 != s2 || t1 != t2) && DefaultTableName(s1, t1) == DefaultTableName(s2, t2) {
 			t.Fatalf("(%q, %q) and (%q, %q) collide as %q", s1, t1, s2, t2, DefaultTableName(s1, t1))
+		}
+		if n := DefaultTableName(s1, t1); strings.Contains(n, "__ws") || strings.Contains(n, "__rekey") {
+			t.Fatalf("(%q, %q) lands as %q, which holds a side table's marker", s1, t1, n)
 		}
 	})
 }
