@@ -127,11 +127,32 @@ func (f *fakeConn) InsertBlockRetrying(ctx context.Context, t clickhouse.Target,
 // LookupLatest answers from the inserted rows: per key, the want columns
 // of the row with the highest _lsn (FINAL).
 func (f *fakeConn) LookupLatest(_ context.Context, t clickhouse.Target, key []clickhouse.ColumnSpec, keys [][]any, want []clickhouse.ColumnSpec) ([][]any, error) {
+	out := make([][]any, len(keys))
+	best := make([]uint64, len(keys))
+	f.lookup(t, key, keys, func(k int, row []any, idx map[string]int) {
+		if lsn := row[idx[clickhouse.ColLSN]].(uint64); out[k] == nil || lsn >= best[k] {
+			out[k], best[k] = pick(row, idx, want), lsn
+		}
+	})
+	return out, nil
+}
+
+// LookupVersions answers from the inserted rows: per key, the want
+// columns of every row of it (nothing is ever merged away here).
+func (f *fakeConn) LookupVersions(_ context.Context, t clickhouse.Target, key []clickhouse.ColumnSpec, keys [][]any, want []clickhouse.ColumnSpec) ([][][]any, error) {
+	out := make([][][]any, len(keys))
+	f.lookup(t, key, keys, func(k int, row []any, idx map[string]int) {
+		out[k] = append(out[k], pick(row, idx, want))
+	})
+	return out, nil
+}
+
+// lookup calls found with every inserted row of t whose key columns hold
+// keys[k], and its columns' indexes by name.
+func (f *fakeConn) lookup(t clickhouse.Target, key []clickhouse.ColumnSpec, keys [][]any, found func(k int, row []any, idx map[string]int)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lookups++
-	out := make([][]any, len(keys))
-	best := make([]uint64, len(keys))
 	for _, in := range f.inserts {
 		if in.target != t {
 			continue
@@ -141,7 +162,6 @@ func (f *fakeConn) LookupLatest(_ context.Context, t clickhouse.Target, key []cl
 			idx[c.Name] = i
 		}
 		for _, row := range in.rows {
-			lsn := row[idx[clickhouse.ColLSN]].(uint64)
 			for k, kv := range keys {
 				match := true
 				for j, kc := range key {
@@ -149,17 +169,21 @@ func (f *fakeConn) LookupLatest(_ context.Context, t clickhouse.Target, key []cl
 						match = false
 					}
 				}
-				if match && (out[k] == nil || lsn >= best[k]) {
-					got := make([]any, len(want))
-					for w, wc := range want {
-						got[w] = row[idx[wc.Name]]
-					}
-					out[k], best[k] = got, lsn
+				if match {
+					found(k, row, idx)
 				}
 			}
 		}
 	}
-	return out, nil
+}
+
+// pick is row's values of want.
+func pick(row []any, idx map[string]int, want []clickhouse.ColumnSpec) []any {
+	got := make([]any, len(want))
+	for w, wc := range want {
+		got[w] = row[idx[wc.Name]]
+	}
+	return got
 }
 
 // take is what the output did since the last take.

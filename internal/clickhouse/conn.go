@@ -39,7 +39,7 @@ type ConnConfig struct {
 const (
 	defaultDialTimeout = 10 * time.Second
 	defaultReadTimeout = 5 * time.Minute
-	// lookupChunk bounds the key tuples of one LookupLatest query.
+	// lookupChunk bounds the key tuples of one lookup query.
 	lookupChunk = 1000
 )
 
@@ -401,87 +401,11 @@ func (c *Conn) DatabaseEngine(ctx context.Context, database string) (string, err
 // columns. Deleted rows (_is_deleted = 1) are versions too: ask for
 // _is_deleted in want to tell them apart.
 func (c *Conn) LookupLatest(ctx context.Context, t Target, key []ColumnSpec, keys [][]any, want []ColumnSpec) ([][]any, error) {
-	if len(key) == 0 {
-		return nil, fmt.Errorf("looking up rows of %s: no key columns", QuoteQualified(t))
-	}
-	if len(want) == 0 {
-		return nil, fmt.Errorf("looking up rows of %s: no columns wanted", QuoteQualified(t))
-	}
 	out := make([][]any, len(keys))
-	index := make(map[string][]int, len(keys))
-	for start := 0; start < len(keys); start += lookupChunk {
-		chunk := keys[start:min(start+lookupChunk, len(keys))]
-		tuples := make([]string, len(chunk))
-		for i, k := range chunk {
-			if len(k) != len(key) {
-				return nil, fmt.Errorf("looking up rows of %s: key %d has %d values for %d key columns", QuoteQualified(t), start+i, len(k), len(key))
-			}
-			lits := make([]string, len(k))
-			for j, v := range k {
-				lit, err := valueLiteral(key[j], v)
-				if err != nil {
-					return nil, fmt.Errorf("looking up rows of %s: key %d: %w", QuoteQualified(t), start+i, err)
-				}
-				lits[j] = lit
-			}
-			tuples[i] = "(" + strings.Join(lits, ", ") + ")"
-			id := keyIdentity(k)
-			index[id] = append(index[id], start+i)
-		}
-		keyList := columnList(key)
-		if len(key) > 1 {
-			keyList = "(" + keyList + ")"
-		} else {
-			for i := range tuples {
-				tuples[i] = strings.TrimSuffix(strings.TrimPrefix(tuples[i], "("), ")")
-			}
-		}
-		sql := "SELECT " + columnList(key) + ", " + columnList(Physical(want)) + " FROM " + QuoteQualified(t) + " FINAL WHERE " +
-			keyList + " IN (" + strings.Join(tuples, ", ") + ")"
-		if err := c.scanLatest(ctx, t, sql, key, want, index, out); err != nil {
-			return nil, err
-		}
+	if err := c.lookup(ctx, t, true, key, keys, want, func(pos int, got []any) { out[pos] = got }); err != nil {
+		return nil, err
 	}
 	return out, nil
-}
-
-func (c *Conn) scanLatest(ctx context.Context, t Target, sql string, key, want []ColumnSpec, index map[string][]int, out [][]any) error {
-	physical := Physical(want)
-	rows, err := c.native.Query(ctx, sql)
-	if err != nil {
-		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
-	}
-	defer rows.Close()
-	types := rows.ColumnTypes()
-	for rows.Next() {
-		dest := make([]any, len(types))
-		for i, ct := range types {
-			dest[i] = reflect.New(ct.ScanType()).Interface()
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
-		}
-		values := make([]any, len(dest))
-		for i, d := range dest {
-			spec := physical[max(0, i-len(key))]
-			if i < len(key) {
-				spec = key[i]
-			}
-			v, err := normalizeScanned(reflect.ValueOf(d).Elem().Interface())
-			if err != nil {
-				return fmt.Errorf("looking up rows of %s: column %q: %w", QuoteQualified(t), spec.Name, err)
-			}
-			values[i] = v
-		}
-		got := Logical(want, values[len(key):])
-		for _, pos := range index[keyIdentity(values[:len(key)])] {
-			out[pos] = got
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
-	}
-	return nil
 }
 
 // normalizeScanned turns what clickhouse-go scans into the types

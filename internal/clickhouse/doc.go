@@ -3,9 +3,9 @@
 // map from PostgreSQL columns and DDL (pure: strings in, strings out); it
 // converts decoded values to what clickhouse-go inserts (ConvertValue) and
 // holds the native-protocol connection (Conn: Open, Insert, LookupLatest,
-// Table, InsertRetrying) and the rows of an insert as typed columns
-// (Block, InsertBlock: each value stored as its column's Go type, sent a
-// column at a time).
+// LookupVersions, Table, InsertRetrying) and the rows of an insert as
+// typed columns (Block, InsertBlock: each value stored as its column's Go
+// type, sent a column at a time).
 //
 // # Dialects
 //
@@ -215,7 +215,7 @@
 //
 // A Nullable array's value is nil or its []*T like any Nullable column's;
 // Physical lists the ClickHouse columns a ColumnSpec list becomes (the
-// NULL flag after its array), and the insert (Block), LookupLatest and
+// NULL flag after its array), and the insert (Block), the lookups and
 // Logical write and read the pair as that one value.
 //
 // # Tables

@@ -317,6 +317,7 @@ func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		t.e.Rows, t.e.Bytes = t.rows.Load(), t.bytes.Load()
 		err := l.publish(ctx, &t.e, t.a, t.gen, snap)
 		if errors.Is(err, errReload) {
+			l.log.Infof("initial load of %s: %v: loading it again in the next pass", describeLoad(t.e), err)
 			remaining = append(remaining, t.e.Oid)
 			continue
 		}

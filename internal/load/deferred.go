@@ -51,15 +51,30 @@ func (l *Engine) takeDeferred(oid uint32) []DeferredRow {
 	return rows
 }
 
-// completeDeferred fills the held updates of a load being published from
-// its staging table (the load's rows plus the changes copied back) and
-// inserts them there. An update the load already holds is dropped; one a
-// newer version of its key supersedes is dropped too (its values would
-// never be read); a key with no earlier row at all fails the publish.
-func (l *Engine) completeDeferred(ctx context.Context, name string, ts *clickhouse.RowLayout, staging clickhouse.Target, snap pgSnapshot, rows []DeferredRow) error {
-	keySpecs := make([]clickhouse.ColumnSpec, len(ts.KeyIdx))
-	for j, i := range ts.KeyIdx {
-		keySpecs[j] = ts.Cols[i]
+// completeDeferred completes the held updates of a load being published
+// and inserts them into its staging table, around copyBack (which copies
+// the streamed changes the load does not hold into it). An update the load
+// already holds is dropped. Each other one takes its unchanged TOAST
+// columns from the newest row of its old key strictly before its own LSN,
+// as the stream does: the delete half of a key change (copied back) sits
+// at the update's own LSN. That row is the load's, an earlier held
+// update's, or a streamed change's; a key with no earlier row at all fails
+// the publish, and so does an earlier row that is a delete. An update
+// superseded by a newer version of its own key (streamed, or held) is not
+// written (its values would never be read), but a later held update of
+// that key still reads it: a chain a->b, b->c needs a->b's row of b,
+// which b->c's delete half of b supersedes.
+//
+// Older versions of a key can be merged away on a ReplacingMergeTree once
+// a newer one is in: the load's row of a key is read before the copy-back
+// brings the key's later versions in, and the held updates' rows, never
+// read back, are kept here and inserted together at the end.
+func (l *Engine) completeDeferred(ctx context.Context, name string, ts *clickhouse.RowLayout, staging clickhouse.Target, snap pgSnapshot, rows []DeferredRow, copyBack func() error) error {
+	var held []DeferredRow
+	for _, d := range rows {
+		if !(d.Commit < snap.seenBy && snap.sees(d.XID)) {
+			held = append(held, d) // (else in the load)
+		}
 	}
 	written := 0
 	defer func() {
@@ -67,41 +82,139 @@ func (l *Engine) completeDeferred(ctx context.Context, name string, ts *clickhou
 			l.log.Infof("initial load of %s: %d update(s) held for the load, %d written (the rest were in the load or superseded)", name, len(rows), written)
 		}
 	}()
-	for _, d := range rows {
-		if d.Commit < snap.seenBy && snap.sees(d.XID) {
-			continue // in the load
+	if len(held) == 0 {
+		return copyBack()
+	}
+	keySpecs := make([]clickhouse.ColumnSpec, len(ts.KeyIdx))
+	for j, i := range ts.KeyIdx {
+		keySpecs[j] = ts.Cols[i]
+	}
+	// Every old key and every held row's own key, once.
+	var keys [][]any
+	seen := map[string]bool{}
+	for _, d := range held {
+		for _, row := range [][]any{d.Key, d.Row} {
+			k := keyOf(ts, row)
+			if id := clickhouse.KeyIdentity(k); !seen[id] {
+				seen[id] = true
+				keys = append(keys, k)
+			}
 		}
-		keyVals := make([]any, len(ts.KeyIdx))
-		for j, i := range ts.KeyIdx {
-			keyVals[j] = d.Key[i]
+	}
+	conn := l.dst.Conn()
+	loaded, err := conn.LookupVersions(ctx, staging, keySpecs, keys, ts.Cols)
+	if err != nil {
+		return fmt.Errorf("reading the loaded rows of the updates held for the load: %w", err)
+	}
+	if err := copyBack(); err != nil {
+		return err
+	}
+	streamed, err := conn.LookupVersions(ctx, staging, keySpecs, keys, ts.Cols)
+	if err != nil {
+		return fmt.Errorf("reading the rows of the updates held for the load: %w", err)
+	}
+	stored := make(map[string][][]any, len(keys))
+	for i, k := range keys {
+		stored[clickhouse.KeyIdentity(k)] = append(streamed[i], loaded[i]...)
+	}
+	out, err := completeHeld(ts, held, stored)
+	if err != nil {
+		return err
+	}
+	per := l.cfg.BatchRows
+	if per <= 0 {
+		per = len(out)
+	}
+	for start := 0; start < len(out); start += per {
+		if err := conn.Insert(ctx, staging, ts.Cols, out[start:min(start+per, len(out))]); err != nil {
+			return fmt.Errorf("writing the updates held for the load: %w", err)
 		}
-		want := make([]clickhouse.ColumnSpec, 0, len(d.Want)+2)
-		for _, idx := range d.Want {
-			want = append(want, ts.Cols[idx])
+	}
+	written = len(out)
+	return nil
+}
+
+// completeHeld fills the unchanged TOAST columns of held (in LSN order,
+// none in the load) from stored, the versions of their keys in the
+// staging table (by clickhouse.KeyIdentity of the key columns), and from
+// the held rows completed before them. It returns the rows to write.
+func completeHeld(ts *clickhouse.RowLayout, held []DeferredRow, stored map[string][][]any) ([][]any, error) {
+	// The newest version of each key, streamed or held.
+	newest := map[string]uint64{}
+	for id, versions := range stored {
+		for _, v := range versions {
+			newest[id] = max(newest[id], lsnOf(ts, v))
 		}
-		want = append(want, ts.Cols[ts.LSNIdx], ts.Cols[ts.DelIdx])
-		got, err := l.dst.Conn().LookupLatest(ctx, staging, keySpecs, [][]any{keyVals}, want)
-		if err != nil {
-			return fmt.Errorf("completing an update held for the load (at %s): %w", d.LSN, err)
+	}
+	for _, d := range held {
+		id := clickhouse.KeyIdentity(keyOf(ts, d.Row))
+		newest[id] = max(newest[id], uint64(d.LSN))
+	}
+	// The newest held row of each key completed so far (row nil: one that
+	// was superseded and could not be completed).
+	type version struct {
+		lsn uint64
+		row []any
+	}
+	done := map[string]version{}
+	var out [][]any
+	for _, d := range held {
+		lsn := uint64(d.LSN)
+		old, own := clickhouse.KeyIdentity(keyOf(ts, d.Key)), clickhouse.KeyIdentity(keyOf(ts, d.Row))
+		// The newest row of the old key strictly before the update.
+		var prior *version
+		for _, v := range stored[old] {
+			if at := lsnOf(ts, v); at < lsn && (prior == nil || at > prior.lsn) {
+				prior = &version{lsn: at, row: v}
+			}
 		}
-		if len(got) != 1 || got[0] == nil {
-			return fmt.Errorf("%w: the update at %s leaves a TOAST column unchanged, but neither the load nor the stream holds an earlier row of its key", errReload, d.LSN)
+		if h, ok := done[old]; ok && h.lsn < lsn && (prior == nil || h.lsn > prior.lsn) {
+			prior = &h
 		}
-		latest := got[0]
-		if v, _ := latest[len(d.Want)].(uint64); v > uint64(d.LSN) {
-			continue // superseded
+		var problem error
+		switch {
+		case prior == nil:
+			problem = fmt.Errorf("%w: the update at %s leaves a TOAST column unchanged, but neither the load nor the stream holds an earlier row of its key", errReload, d.LSN)
+		case prior.row == nil:
+			problem = fmt.Errorf("%w: the update at %s leaves a TOAST column unchanged of a key whose newest earlier row, the update at %s, could not be completed", errReload, d.LSN, wal.LSN(prior.lsn))
+		case deletedRow(ts, prior.row):
+			problem = fmt.Errorf("the update at %s leaves a TOAST column unchanged of a key whose newest earlier row is a delete (at %s)", d.LSN, wal.LSN(prior.lsn))
 		}
-		if del, _ := latest[len(d.Want)+1].(uint8); del == 1 {
-			return fmt.Errorf("the update at %s leaves a TOAST column unchanged of a key whose newest earlier row is a delete", d.LSN)
+		superseded := newest[own] > lsn
+		if problem != nil {
+			if superseded {
+				done[own] = version{lsn: lsn} // never read, unless by a later held update
+				continue
+			}
+			return nil, problem
 		}
 		row := append([]any(nil), d.Row...)
-		for j, idx := range d.Want {
-			row[idx] = latest[j]
+		for _, idx := range d.Want {
+			row[idx] = prior.row[idx]
 		}
-		if err := l.dst.Conn().Insert(ctx, staging, ts.Cols, [][]any{row}); err != nil {
-			return fmt.Errorf("writing an update held for the load (at %s): %w", d.LSN, err)
+		done[own] = version{lsn: lsn, row: row}
+		if !superseded {
+			out = append(out, row)
 		}
-		written++
 	}
-	return nil
+	return out, nil
+}
+
+// keyOf is row's key columns (row in the table's row layout).
+func keyOf(ts *clickhouse.RowLayout, row []any) []any {
+	k := make([]any, len(ts.KeyIdx))
+	for j, i := range ts.KeyIdx {
+		k[j] = row[i]
+	}
+	return k
+}
+
+func lsnOf(ts *clickhouse.RowLayout, row []any) uint64 {
+	v, _ := row[ts.LSNIdx].(uint64)
+	return v
+}
+
+func deletedRow(ts *clickhouse.RowLayout, row []any) bool {
+	v, _ := row[ts.DelIdx].(uint8)
+	return v == 1
 }

@@ -31,6 +31,7 @@ type Conn interface {
 	Insert(ctx context.Context, t clickhouse.Target, cols []clickhouse.ColumnSpec, rows [][]any) error
 	InsertRetrying(ctx context.Context, t clickhouse.Target, cols []clickhouse.ColumnSpec, rows [][]any, p clickhouse.RetryPolicy, onRetry func(attempt int, err error)) error
 	LookupLatest(ctx context.Context, t clickhouse.Target, key []clickhouse.ColumnSpec, keys [][]any, want []clickhouse.ColumnSpec) ([][]any, error)
+	LookupVersions(ctx context.Context, t clickhouse.Target, key []clickhouse.ColumnSpec, keys [][]any, want []clickhouse.ColumnSpec) ([][][]any, error)
 }
 
 // Agreements are the agreed table shapes (*clickhouse.Store satisfies

@@ -65,12 +65,16 @@ func (l *Engine) publishLocked(ctx context.Context, e *Entry, loaded *clickhouse
 		cols[i] = clickhouse.QuoteIdent(c.Name)
 	}
 	list := strings.Join(cols, ", ")
-	copyBack := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
-		clickhouse.QuoteQualified(staging), list, list, clickhouse.QuoteQualified(delta), filter)
-	if err := conn.Exec(ctx, copyBack); err != nil {
-		return fmt.Errorf("copying the changes streamed during the load into %s: %w", clickhouse.QuoteQualified(staging), err)
+	copyBack := func() error {
+		sql := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
+			clickhouse.QuoteQualified(staging), list, list, clickhouse.QuoteQualified(delta), filter)
+		if err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("copying the changes streamed during the load into %s: %w", clickhouse.QuoteQualified(staging), err)
+		}
+		return nil
 	}
-	if err := l.completeDeferred(ctx, describeLoad(*e), ts, staging, snap, l.takeDeferred(e.Oid)); err != nil {
+	// (The updates held for the load are completed around it.)
+	if err := l.completeDeferred(ctx, describeLoad(*e), ts, staging, snap, l.takeDeferred(e.Oid), copyBack); err != nil {
 		return err
 	}
 	e.Phase = PhasePublishing
