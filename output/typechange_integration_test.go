@@ -8,10 +8,12 @@ import (
 
 // TestTypeChange: ALTER COLUMN TYPE replicates. A change ClickHouse
 // converts exactly (int4 → int8, varchar(n) → text, numeric widening) is a
-// MODIFY COLUMN; any other (a narrowing, timestamp → timestamptz) reloads
-// the table under its new shape; a table without a key, whose rewrite
-// the WAL carries as inserts of every row, ends with each row once. Every
-// table ends equal to the source, and nothing stops.
+// MODIFY COLUMN; any other (a narrowing, timestamp → timestamptz) rewrites
+// the table on the source, and its table is rebuilt under the new shape
+// and refilled from the rewrite's inserts, without a reload; a table
+// without a key, whose rewrite the WAL carries as inserts of every row,
+// ends with each row once. Every table ends equal to the source, and
+// nothing stops.
 func TestTypeChange(t *testing.T) {
 	r := newRig(t)
 	r.src.Exec(t, `CREATE TABLE tc_wide (id int PRIMARY KEY, v int4, s varchar(10), n numeric(8,2));
@@ -33,7 +35,8 @@ func TestTypeChange(t *testing.T) {
 		DELETE FROM tc_narrow WHERE id <= 5`)
 	r.src.Exec(t, `ALTER TABLE tc_log ALTER COLUMN b TYPE int8;
 		INSERT INTO tc_log VALUES (1, 6000000000); DELETE FROM tc_log WHERE b <= 10`)
-	logs.waitLog(t, "public.tc_narrow is repaired", 2*time.Minute)
+	logs.waitLog(t, "public.tc_narrow was rewritten at", 2*time.Minute)
+	logs.waitLog(t, "public.tc_log was rewritten at", 2*time.Minute)
 	r.src.Exec(t, "CREATE TABLE tc_marker (id int PRIMARY KEY); INSERT INTO tc_marker VALUES (1)")
 	r.waitCH(t, run, liveCountSQL("public", "tc_marker"), "1", ddlWait)
 	r.waitLoadsDone(t, run, logs, 3, 2*time.Minute)
@@ -48,6 +51,11 @@ func TestTypeChange(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "tc_wide is repaired") || strings.Contains(logs.String(), "tc_wide changed at") {
 		t.Errorf("an exact type change reloaded tc_wide")
+	}
+	for _, table := range []string{"tc_narrow", "tc_log"} {
+		if strings.Contains(logs.String(), "public."+table+" is repaired") {
+			t.Errorf("%s was reloaded; its rewrite should have refilled it", table)
+		}
 	}
 	for _, stop := range []string{"restarting the walshadow session", "was not delivered", "column type changes are not replicated"} {
 		if strings.Contains(logs.String(), stop) {
