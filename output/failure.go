@@ -186,6 +186,7 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		// committed before that snapshot, so the publish would discard it.
 		// The same failure after the load started over (a streamed change
 		// failing into its delta table the same way, say) parks it.
+		wasParked := o.parkedNow(oid)
 		e, _, err := o.loads.Ledger().Update(oid, func(e *load.Entry) bool {
 			e.LastError = reason
 			if reshape || e.Parked != nil {
@@ -203,12 +204,12 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		if err != nil {
 			return globalf("recording the failure of %s: %w", name, err)
 		}
-		parkNow := !reshape && e.Parked != nil && o.parked[oid] == ""
+		parkNow := !reshape && e.Parked != nil && !wasParked
 		switch {
 		case reshape:
 			o.log.Infof("%s %s; its initial load in progress starts over under the new shape", name, reason)
 		case parkNow:
-		case o.parked[oid] != "":
+		case wasParked:
 			o.log.Infof("%s %s while it is parked", name, reason)
 		default:
 			o.log.Errorf("%s %s; its initial load in progress starts over and repairs it", name, reason)

@@ -166,6 +166,20 @@ func (o *chOutput) noteParked(e load.Entry) {
 		name, at, p.Count, e.Loads, p.Reason, name, p.Remedy)
 }
 
+// parkedNow reports whether relation oid is parked: its changes are not
+// written. A parking whose load entry went since (the relation dropped,
+// out of scope, loaded afresh) is forgotten. o.mu held.
+func (o *chOutput) parkedNow(oid uint32) bool {
+	if o.parked[oid] == "" {
+		return false
+	}
+	if e, ok := o.loads.Ledger().Get(oid); ok && e.Parked != nil && e.Phase == load.PhaseLoading {
+		return true
+	}
+	delete(o.parked, oid)
+	return false
+}
+
 // restoreParked, at a start (after reconciliation, before the loads
 // resume): a parked table whose conditions changed is un-parked (its load
 // resumes with the others), the rest stay parked.
@@ -265,7 +279,7 @@ func (o *chOutput) unpark(ctx context.Context, oid uint32, why string) error {
 // unparkOnShape: a schema event of relation oid was applied at lsn; a
 // parked table tries again under its new shape. o.mu held.
 func (o *chOutput) unparkOnShape(ctx context.Context, oid uint32, lsn wal.LSN) error {
-	if o.parked[oid] == "" {
+	if !o.parkedNow(oid) {
 		return nil
 	}
 	return o.unpark(ctx, oid, "its shape changed at "+lsn.String())
@@ -345,7 +359,7 @@ func (o *chOutput) reloadNow(ctx context.Context, d *desclog.Descriptor, at time
 	name := qualified(d.Namespace, d.Name)
 	why := "the operator asked for it at " + at.UTC().Format(time.RFC3339)
 	switch {
-	case o.parked[d.Oid] != "":
+	case o.parkedNow(d.Oid):
 		o.loads.CountReload(load.ReloadRequested)
 		return o.unpark(ctx, d.Oid, why)
 	case o.loads.Running(d.Oid):

@@ -17,7 +17,8 @@ import (
 // table keeps streaming. It stays parked across a restart under the same
 // configuration; the operator's reload request tries it once more (the
 // same failure parks it again at once); a configuration that holds the
-// value un-parks it at the next start, and it is repaired.
+// value un-parks it at the next start, and it is repaired. A request
+// reloads a table that follows the source as well.
 func TestParkedTable(t *testing.T) {
 	r := newRig(t)
 	r.src.Exec(t, `CREATE TABLE pk_bad (id int PRIMARY KEY, v int);
@@ -106,6 +107,18 @@ func TestParkedTable(t *testing.T) {
 	r.src.Exec(t, `UPDATE pk_bad SET v = 100001 WHERE id = 1000`)
 	r.waitCH(t, run, fmt.Sprintf("SELECT v FROM %s FINAL WHERE _is_deleted = 0 AND id = 1000", chTable("public", "pk_bad")), "100001", ddlWait)
 	stream(run)
+
+	// A table that follows the source is reloaded at the operator's
+	// request too, the others going on.
+	goodLoads := r.ledgerEntry(t, r.relOid(t, "pk_good")).Loads
+	if _, err := load.RequestReload(statefile.OutputDir(chDir), "public.pk_good", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	logs.waitLog(t, "public.pk_good is repaired: its reload (reloaded as the operator asked for it", time.Minute)
+	stream(run)
+	if n := r.ledgerEntry(t, r.relOid(t, "pk_good")).Loads; n != goodLoads+1 {
+		t.Errorf("pk_good: %d loads after the requested reload, want %d", n, goodLoads+1)
+	}
 	run.stop(t)
 	r.compareAll(t)
 	r.assertNoLoadTables(t)
@@ -113,7 +126,7 @@ func TestParkedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Reloads(); got[load.ReloadValueRefused] != 1 || got[load.ReloadRequested] != 1 {
-		t.Errorf("reloads by reason: %v, want one value_refused and one requested", got)
+	if got := l.Reloads(); got[load.ReloadValueRefused] != 1 || got[load.ReloadRequested] != 2 {
+		t.Errorf("reloads by reason: %v, want one value_refused and two requested", got)
 	}
 }
