@@ -134,6 +134,10 @@ reloads the table under its new shape.
 A table that cannot take a change (ClickHouse refuses its rows, a value
 cannot be converted, the processor could not decode it) never stops the
 others: per `+"`on_error`"+` it is failed and reloaded (default) or the output stops.
+A failure that comes back the same way after a reload parks the table: it
+is neither loaded nor written until its shape, its configuration or the
+ClickHouse server changes, or `+"`walshadow reload <config.yaml> <schema.table>`"+`
+asks for it.
 
 The agreed shape of every table is kept in `+"`state_dir`"+`; on start every
 table in scope is reconciled with ClickHouse, re-creating tables and columns
@@ -466,6 +470,15 @@ type chOutput struct {
 	// broken: relations no table can be agreed on (markBroken), by oid,
 	// with the reason; their changes are not written.
 	broken map[uint32]string
+	// parked: relations whose failure recurred identically (park.go), by
+	// oid, with the reason; their changes are not written.
+	parked map[uint32]string
+	// server is the ClickHouse server's run (version, boot time), read at
+	// Connect (and while a table is parked, every minute).
+	server atomic.Pointer[serverIdentity]
+	// stopSweep ends the goroutine looking for reload requests.
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 	// widened: per relation, the columns a value of which their mapped
 	// type could not hold, mapped to String from the next agreement on
 	// (widen.go).
@@ -538,6 +551,7 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		}
 		o.conn = conn
 		o.log.Infof("ClickHouse %s: rendering for its dialect", conn.Dialect().Version)
+		o.noteServer(ctx)
 	}
 	if o.store == nil {
 		st, err := clickhouse.OpenStore(string(o.s.stateDir))
@@ -570,10 +584,24 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		if err := o.reconcileAll(ctx); err != nil {
 			return err
 		}
+		if err := o.restoreParked(ctx); err != nil {
+			return err
+		}
 		if err := o.loads.Resume(ctx); err != nil {
 			return err
 		}
 		o.ready = true
+		if err := o.takeRequests(ctx); err != nil {
+			o.log.Warnf("reload requests: %v", err)
+		}
+		if o.stopSweep == nil {
+			sctx, cancel := context.WithCancel(context.Background())
+			o.stopSweep, o.sweepDone = cancel, make(chan struct{})
+			go func() {
+				defer close(o.sweepDone)
+				o.sweep(sctx)
+			}()
+		}
 	}
 	return nil
 }
@@ -584,7 +612,13 @@ func (o *chOutput) Close(ctx context.Context) error {
 	loads := o.loads
 	o.loads = nil
 	o.ready = false
+	stop, done := o.stopSweep, o.sweepDone
+	o.stopSweep, o.sweepDone = nil, nil
 	o.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	if loads != nil {
 		// Before taking the lock: a load may be waiting for it to publish.
 		loads.Close()

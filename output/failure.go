@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -170,28 +171,50 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		o.states.set(name, stateFailed)
 		return fmt.Errorf("%s %s (%s.%s.%s is %s)", name, reason, FieldTables, name, fieldTOnError, OnErrorStop)
 	}
+	widened := false
 	if !reshape {
 		if col, ok := o.widenFor(d, prev, cause); ok {
 			reason += fmt.Sprintf(" (its reload maps column %q to String, PostgreSQL's text form, which holds the value)", col)
+			widened = true
 		}
 	}
 	delete(o.tables, oid) // its pending rows: in the reload
+	class := reloadClass(cause)
 	if o.loads.Loading(oid) {
 		// Its load in progress starts over with a snapshot that sees the
 		// failed change, and a new delta table: all the old one holds
 		// committed before that snapshot, so the publish would discard it.
-		if e, ok := o.loads.Ledger().Get(oid); ok {
+		// The same failure after the load started over (a streamed change
+		// failing into its delta table the same way, say) parks it.
+		wasParked := o.parkedNow(oid)
+		e, _, err := o.loads.Ledger().Update(oid, func(e *load.Entry) bool {
 			e.LastError = reason
-			if err := o.loads.Ledger().Put(e); err != nil {
-				return globalf("recording the failure of %s: %w", name, err)
+			if reshape || e.Parked != nil {
+				return true
 			}
+			e.Streak = e.Streak.Next(load.Failure{Signature: load.Signature(cause)}, e.Attempt > e.Streak.Attempt)
+			e.Streak.Attempt = e.Attempt
+			if e.Streak.Parks() && !widened {
+				p := o.parkingFor(oid, d.Namespace, d.Name, cause)
+				p.Since, p.Reason, p.At, p.Count = time.Now().UTC(), reason, lsn, e.Streak.Count
+				e.Parked = &p
+			}
+			return true
+		})
+		if err != nil {
+			return globalf("recording the failure of %s: %w", name, err)
 		}
-		if reshape {
+		parkNow := !reshape && e.Parked != nil && !wasParked
+		switch {
+		case reshape:
 			o.log.Infof("%s %s; its initial load in progress starts over under the new shape", name, reason)
-		} else {
+		case parkNow:
+		case wasParked:
+			o.log.Infof("%s %s while it is parked", name, reason)
+		default:
 			o.log.Errorf("%s %s; its initial load in progress starts over and repairs it", name, reason)
 		}
-		o.loads.Invalidate(oid)
+		o.loads.InvalidateFor(oid, class)
 		if delta, ok := o.loads.DeltaTarget(oid); ok && prev != nil && prev.Target == delta {
 			if err := o.execAll(ctx, []string{clickhouse.DropTable(delta)}); err != nil {
 				return fmt.Errorf("%s %s, and dropping its delta table failed: %w", name, reason, err)
@@ -203,6 +226,9 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 				return fmt.Errorf("%s %s, and agreeing on its new delta table failed: %w", name, reason, err)
 			}
 		}
+		if parkNow {
+			o.noteParked(e)
+		}
 		return nil
 	}
 	if o.loads.Running(oid) {
@@ -210,22 +236,56 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		// discard the new one's ledger entry.
 		return globalf("%s %s while its earlier initial load is still stopping: retrying", name, reason)
 	}
+	rp := reloadPlan{reason: reason, failedAt: lsn, class: class}
 	if reshape {
+		rp.failedAt = 0 // not a failure: the shape changed
 		o.log.Infof("%s %s", name, reason)
 	} else {
-		o.log.Errorf("%s %s; its changes are not written until it is reloaded, which starts now (set %s.%s.%s: stop to stop at such a change instead)",
-			name, reason, FieldTables, name, fieldTOnError)
-		o.states.set(name, stateFailed)
+		// The same failure at the same change after the reload the last
+		// one started parks the table instead of reloading it again.
+		old, reloaded := o.loads.Ledger().Get(oid)
+		rp.streak = old.Streak.Next(load.Failure{Signature: load.Signature(cause), At: lsn}, reloaded)
+		rp.streak.Attempt = 0 // (the new load's)
+		if rp.streak.Parks() && !widened {
+			p := o.parkingFor(oid, d.Namespace, d.Name, cause)
+			p.Since, p.Reason, p.At, p.Count = time.Now().UTC(), reason, lsn, rp.streak.Count
+			rp.park = &p
+		} else {
+			o.log.Errorf("%s %s; its changes are not written until it is reloaded, which starts now (set %s.%s.%s: stop to stop at such a change instead)",
+				name, reason, FieldTables, name, fieldTOnError)
+			o.states.set(name, stateFailed)
+		}
 	}
-	failedAt := lsn
-	if reshape {
-		failedAt = 0 // not a failure: the shape changed
-	}
-	planned, ok, err := o.planReload(d, prev, reason, failedAt)
+	return o.startReload(ctx, d, l.ValidFrom, prev, rp)
+}
+
+// reloadPlan is why and how a followed table is reloaded.
+type reloadPlan struct {
+	reason   string
+	failedAt wal.LSN // the change it failed at (0: it did not fail)
+	class    string  // load.ReloadReasons
+	streak   load.Streak
+	// park: the reload is recorded but parked, not started (the same
+	// failure came again after the last reload).
+	park *load.Parking
+}
+
+// startReload records and starts the reload of relation d (its shape
+// valid from validFrom, prev its agreement so far): its load in the
+// ledger, its agreement on the load's delta table, then the load; o.mu
+// held.
+func (o *chOutput) startReload(ctx context.Context, d *desclog.Descriptor, validFrom wal.LSN, prev *clickhouse.Agreed, rp reloadPlan) error {
+	oid, name := d.Oid, qualified(d.Namespace, d.Name)
+	planned, ok, err := o.planReload(d, prev, rp.reason, rp.failedAt)
 	if err != nil {
 		return globalf("planning the reload of %s: %w", name, err)
 	}
-	if err := o.agree(ctx, d, l.ValidFrom, "reload after failure at "+lsn.String()); err != nil {
+	if ok && rp.streak.Count > 0 {
+		if planned, _, err = o.loads.Ledger().Update(oid, func(e *load.Entry) bool { e.Streak = rp.streak; return true }); err != nil {
+			return globalf("recording the failure of %s: %w", name, err)
+		}
+	}
+	if err := o.agree(ctx, d, validFrom, "reload after "+rp.reason); err != nil {
 		if !tableLocal(err) {
 			return err
 		}
@@ -248,10 +308,23 @@ func (o *chOutput) failTable(ctx context.Context, oid uint32, lsn wal.LSN, cause
 		return nil
 	}
 	o.loads.Invalidate(oid)
-	if ok {
-		o.states.set(name, stateLoading)
-		o.loads.Launch(planned)
+	if !ok {
+		return nil
 	}
+	if rp.park != nil {
+		// Parked under the agreement just made.
+		p := *rp.park
+		p.Under = o.conditions(oid, d.Namespace, d.Name)
+		e, _, err := o.loads.Ledger().Update(oid, func(e *load.Entry) bool { e.Parked = &p; return true })
+		if err != nil {
+			return globalf("parking %s: %w", name, err)
+		}
+		o.noteParked(e)
+		return nil
+	}
+	o.loads.CountReload(rp.class)
+	o.states.set(name, stateLoading)
+	o.loads.Launch(planned)
 	return nil
 }
 
@@ -278,6 +351,12 @@ func (o *chOutput) planReload(d *desclog.Descriptor, prev *clickhouse.Agreed, re
 	return o.planLoadMode(d, prev, mode, reason, at)
 }
 
+// decodeFailure is the processor's report that it could not decode a
+// change of one relation.
+type decodeFailure struct{ msg string }
+
+func (e *decodeFailure) Error() string { return e.msg }
+
 // applyFail takes the processor's report that it could not decode a
 // change of one relation (its later changes in the transaction are not
 // in the batch): the relation fails like any table that cannot take a
@@ -287,5 +366,5 @@ func (o *chOutput) applyFail(ctx context.Context, m *service.Message, c change) 
 	if reason == "" {
 		reason = "the processor could not decode it"
 	}
-	return o.contain(ctx, c.oid, c.lsn, errors.New(reason))
+	return o.contain(ctx, c.oid, c.lsn, &decodeFailure{reason})
 }

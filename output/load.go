@@ -56,4 +56,16 @@ func (d loadDestination) Widen(ctx context.Context, oid uint32, cause error) (bo
 	return d.o.widenLoad(ctx, oid, cause)
 }
 
+func (d loadDestination) Local(err error) bool { return tableLocal(err) }
+
+func (d loadDestination) ParkingFor(e load.Entry, cause error) load.Parking {
+	return d.o.parkingFor(e.Oid, e.Schema, e.Table, cause)
+}
+
+func (d loadDestination) Parked(e load.Entry) {
+	d.o.mu.Lock()
+	defer d.o.mu.Unlock()
+	d.o.noteParked(e)
+}
+
 var _ load.Agreements = (*clickhouse.Store)(nil)

@@ -50,7 +50,11 @@ func (o *chOutput) loadMode(d *desclog.Descriptor) load.Mode {
 // returns the planned load (false: none); why says what happened to the
 // relation, for the log.
 func (o *chOutput) planLoad(d *desclog.Descriptor, prev *clickhouse.Agreed, why string) (load.Entry, bool, error) {
-	return o.planLoadMode(d, prev, o.loadMode(d), why, 0)
+	e, ok, err := o.planLoadMode(d, prev, o.loadMode(d), why, 0)
+	if ok && err == nil && prev != nil && why != "" {
+		o.loads.CountReload(whyClass(why)) // a table followed before, loaded again
+	}
+	return e, ok, err
 }
 
 // planLoadMode is planLoad in mode; failedAt is the change a failed
@@ -77,6 +81,9 @@ func (o *chOutput) planLoadMode(d *desclog.Descriptor, prev *clickhouse.Agreed, 
 	e := load.Entry{Oid: d.Oid, Schema: d.Namespace, Table: d.Name, Mode: mode, Phase: load.PhaseLoading,
 		Database: target.Database, Target: target.Table,
 		Staging: load.StagingName(target.Table, d.Oid), Old: load.ReplacedName(target.Table, d.Oid), Reason: why, FailedAt: failedAt}
+	if old, ok := o.loads.Ledger().Get(d.Oid); ok {
+		e.Loads = old.Loads // what it cost the source so far
+	}
 	if prev != nil {
 		e.StaleDatabase, e.Stale = prev.Target.Database, prev.Target.Table
 		if prev.Target == target {

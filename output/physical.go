@@ -1,6 +1,7 @@
 package output
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -64,11 +65,14 @@ func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change
 		}
 		ts.agreed = next
 	default:
-		return id, &reloadNeeded{cause: fmt.Errorf("%s of %s at %s is in heap generation (filenode) %d, the table's rows in %d: VACUUM FULL, CLUSTER or a rewrite moved every row, so their physical identities changed",
-			c.op, ts.label, c.lsn, id.filenode, a.Filenode)}
+		return id, &reloadNeeded{cause: fmt.Errorf("%s of %s at %s is in heap generation (filenode) %d, the table's rows in %d: %w, so their physical identities changed",
+			c.op, ts.label, c.lsn, id.filenode, a.Filenode, errRewritten)}
 	}
 	return id, nil
 }
+
+// errRewritten: a table keyed by physical identity had every row moved.
+var errRewritten = errors.New("VACUUM FULL, CLUSTER or a rewrite moved every row")
 
 // physical reports whether an agreement keys its rows by physical identity.
 func physical(a *clickhouse.Agreed) bool {

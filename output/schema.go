@@ -243,7 +243,7 @@ func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change)
 		if loadNow {
 			o.loads.Launch(planned)
 		}
-		return nil
+		return o.unparkOnShape(ctx, d.Oid, c.lsn)
 	case desclog.EventDropped.String():
 		delta, loading := o.loads.DeltaTarget(c.oid)
 		entry, _ := o.loads.Ledger().Get(c.oid)

@@ -16,6 +16,11 @@ const (
 	stateFailed    tableStateName = "failed"    // it could not take a change; not written until reloaded
 	stateLeft      tableStateName = "left"      // out of the configured scope: its table keeps its rows
 	stateDropped   tableStateName = "dropped"   // dropped on the source
+	// parked: it failed, and the same failure came again after a reload:
+	// neither loaded nor written until something that could cure it
+	// changes (park.go). The reason is in the log and walshadow status,
+	// not in a label (one series per table and state).
+	stateParked tableStateName = "parked"
 )
 
 // tableStates keeps each table's state and its gauge. It is safe for

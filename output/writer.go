@@ -424,7 +424,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", c.op, c.lsn, err)
 	}
-	if !shape.inScope || o.broken[c.oid] != "" || o.failedInBatch[c.oid] {
+	if !shape.inScope || o.broken[c.oid] != "" || o.parkedNow(c.oid) || o.failedInBatch[c.oid] {
 		// (A table that failed in this batch: its reload's snapshot,
 		// taken after the batch's transactions committed, holds the rest.)
 		return nil

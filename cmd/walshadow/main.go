@@ -4,8 +4,9 @@
 // output, the walshadow session resource and the prometheus metrics
 // exporter), and walshadow's own subcommands: `wal stats` (pg_waldump
 // --stats of WAL files), `status` (a state directory's progress, lag, spool,
-// shadow and loads), `preflight` (the start-up checks, without starting)
-// beside Benthos' run and lint.
+// shadow and loads), `preflight` (the start-up checks, without starting),
+// `reload` (ask the running walshadow to reload one table) beside Benthos'
+// run and lint.
 package main
 
 import (
@@ -47,5 +48,6 @@ func cliOptions() []service.CLIOptFunc {
 		service.CLIOptAddCommand(walCommand()),
 		service.CLIOptAddCommand(preflightCommand()),
 		service.CLIOptAddCommand(statusCommand()),
+		service.CLIOptAddCommand(reloadCommand()),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,6 +158,11 @@ type statusReport struct {
 
 	loads    []load.Entry // the output's initial loads
 	loadsErr error
+	// reloads are the reloads of followed tables by reason (the ledger's).
+	reloads map[string]int64
+	// requests are the operator's reload requests not yet picked up.
+	requests    []load.ReloadRequest
+	requestsErr error
 	// left: relations whose ClickHouse tables no longer follow them
 	// (they left the output's scope).
 	left    []*clickhouse.Agreed
@@ -222,6 +228,12 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 		rep.loadsErr = err
 	} else {
 		rep.loads = ledger.All()
+		rep.reloads = ledger.Reloads()
+	}
+	var bad map[string]error
+	rep.requests, bad, rep.requestsErr = load.ReloadRequests(chDir)
+	for path, err := range bad {
+		rep.requestsErr = errors.Join(rep.requestsErr, fmt.Errorf("%s: %w", path, err))
 	}
 	if agreed, err := clickhouse.ReadAgreed(string(chDir)); err != nil {
 		rep.leftErr = err
@@ -491,7 +503,9 @@ func (r *statusReport) write(out io.Writer) error {
 	}
 
 	r.writeFailed(w)
+	r.writeRequests(w)
 	r.writeLoads(w)
+	r.writeReloads(w)
 	r.writeLeft(w)
 
 	if s := r.src; s != nil {
@@ -568,6 +582,12 @@ func (r *statusReport) writeLoads(w io.Writer) {
 		case !e.StartedAt.IsZero():
 			line += fmt.Sprintf(": attempt %d, started %s", e.Attempt, ago(r.now, e.StartedAt))
 		}
+		if e.Loads > 1 {
+			line += fmt.Sprintf("; %d loads of it in all", e.Loads)
+		}
+		if e.Parked != nil {
+			line += "; PARKED (see FAILED)"
+		}
 		if e.Reason != "" {
 			line += "; loaded again: " + e.Reason
 		}
@@ -578,21 +598,86 @@ func (r *statusReport) writeLoads(w io.Writer) {
 	}
 }
 
+// writeReloads counts the reloads of followed tables by reason.
+func (r *statusReport) writeReloads(w io.Writer) {
+	var total int64
+	for _, n := range r.reloads {
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nRELOADS\t%d of followed tables, by reason (each a copy of the table from the source; walshadow_table_reloads_total)\n", total)
+	reasons := append([]string(nil), load.ReloadReasons...)
+	for k := range r.reloads {
+		if !slices.Contains(reasons, k) {
+			reasons = append(reasons, k)
+		}
+	}
+	for _, k := range reasons {
+		if n := r.reloads[k]; n > 0 {
+			fmt.Fprintf(w, "%s\t%d\n", k, n)
+		}
+	}
+}
+
+// writeRequests lists the reload requests the output has not picked up
+// yet (it looks every few seconds while it runs, and at its start).
+func (r *statusReport) writeRequests(w io.Writer) {
+	if r.requestsErr != nil {
+		fmt.Fprintf(w, "\nRELOAD REQUESTED\t%v\n", r.requestsErr)
+	}
+	if len(r.requests) == 0 {
+		return
+	}
+	if r.requestsErr == nil {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "RELOAD REQUESTED\t%d table(s): the running walshadow reloads each within seconds (or at its next start)\n", len(r.requests))
+	for _, q := range r.requests {
+		fmt.Fprintf(w, "%s\trequested %s (%s)\n", q.Table, ago(r.now, q.At), q.At.Format(time.RFC3339))
+	}
+}
+
 // writeFailed lists the tables that failed and are not repaired yet: a
-// reload is filling their table, their changes are not written meanwhile.
+// reload is filling their table, or they are parked; their changes are
+// not written meanwhile.
 func (r *statusReport) writeFailed(w io.Writer) {
 	var failed []load.Entry
+	parked := 0
 	for _, e := range r.loads {
-		if e.FailedAt != 0 && e.Phase != load.PhaseDone {
+		switch {
+		case e.Parked != nil && e.Phase == load.PhaseLoading:
+			parked++
+			failed = append(failed, e)
+		case e.FailedAt != 0 && e.Phase != load.PhaseDone:
 			failed = append(failed, e)
 		}
 	}
 	if len(failed) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nFAILED\t%d table(s) could not take a change: each is being reloaded (see INITIAL LOADS), its changes written again once the reload is published\n", len(failed))
+	switch {
+	case parked == 0:
+		fmt.Fprintf(w, "\nFAILED\t%d table(s) could not take a change: each is being reloaded (see INITIAL LOADS), its changes written again once the reload is published\n", len(failed))
+	default:
+		fmt.Fprintf(w, "\nFAILED\t%d table(s) could not take a change, %d of them PARKED: the same failure came again after a reload, so a parked table is neither loaded nor written until its shape, its configuration or the ClickHouse server changes, or `walshadow reload <config.yaml> <schema.table>` asks for it; the others are being reloaded\n", len(failed), parked)
+	}
 	for _, e := range failed {
-		fmt.Fprintf(w, "%s.%s\tstate failed, reloading (%s, %s): %s\n", e.Schema, e.Table, e.Mode, e.Phase, e.Reason)
+		p := e.Parked
+		if p == nil {
+			fmt.Fprintf(w, "%s.%s\tstate failed, reloading (%s, %s): %s\n", e.Schema, e.Table, e.Mode, e.Phase, e.Reason)
+			continue
+		}
+		at := "during its load"
+		if p.At != 0 {
+			at = "at " + p.At.String()
+		}
+		fmt.Fprintf(w, "%s.%s\tstate failed, PARKED %s (since %s, the same failure %d times, %d loads of it): %s\n",
+			e.Schema, e.Table, at, ago(r.now, p.Since), p.Count, e.Loads, p.Reason)
+		if p.Remedy != "" {
+			fmt.Fprintf(w, "\tremedy: %s\n", p.Remedy)
+		}
 	}
 }
 

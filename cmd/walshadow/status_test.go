@@ -360,3 +360,75 @@ output:
 		t.Errorf("an unknown label: %v", err)
 	}
 }
+
+// TestStatusParkedAndRequests: a parked table is listed under FAILED with
+// its position, reason and remedy; a reload request waiting for the
+// output is listed; the reloads are counted by reason.
+func TestStatusParkedAndRequests(t *testing.T) {
+	stateDir := t.TempDir()
+	if err := session.WriteManifest(stateDir, testManifest(t)); err != nil {
+		t.Fatal(err)
+	}
+	chDir := filepath.Join(stateDir, "clickhouse")
+	if err := os.MkdirAll(chDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := load.OpenLedger(chDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-5 * time.Minute)
+	for _, e := range []load.Entry{
+		{Oid: 16395, Schema: "public", Table: "stuck", Mode: load.ModeCopy, Phase: load.PhaseLoading, Attempt: 2, Loads: 3, StartedAt: since,
+			Reason: "failed at 0/5A3D000: value 100000 does not fit Int8", FailedAt: mustLSN(t, "0/5A3D000"),
+			Streak: load.Streak{Failure: load.Failure{Signature: "value # does not fit Int8"}, Count: 2, Attempt: 2},
+			Parked: &load.Parking{Since: since, Reason: `initial load of public.stuck, row 1: column "v": value 100000 does not fit Int8`, At: mustLSN(t, "0/5A3D000"),
+				Count: 2, Remedy: "give the column a type that holds every value"}},
+		{Oid: 16396, Schema: "public", Table: "healing", Mode: load.ModeCopy, Phase: load.PhaseLoading, Attempt: 1, StartedAt: since,
+			Reason: "failed at 0/5A3E000: cannot parse", FailedAt: mustLSN(t, "0/5A3E000")},
+	} {
+		if err := ledger.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []string{load.ReloadValueRefused, load.ReloadValueRefused, load.ReloadTypeChange} {
+		if err := ledger.CountReload(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, msg, code := runCommand(t, reloadCommand(), "--state-dir", stateDir, "public.stuck")
+	if code != 0 || !strings.Contains(out, "reload of public.stuck requested") || strings.Contains(out, "note:") {
+		t.Fatalf("reload: exit %d (%s):\n%s", code, msg, out)
+	}
+	out, _, _ = runCommand(t, reloadCommand(), "--state-dir", stateDir, "public.nosuch")
+	if !strings.Contains(out, "note: public.nosuch is not among the tables") {
+		t.Errorf("a request for a table the output never wrote is not noted:\n%s", out)
+	}
+	if _, msg, code := runCommand(t, reloadCommand(), "--state-dir", stateDir, "orders"); code != exitFatal || !strings.Contains(msg, "schema.table") {
+		t.Errorf("a table without its schema: exit %d, %q", code, msg)
+	}
+
+	out, msg, code = runStatusCLI(t, "--state-dir", stateDir)
+	if code != 0 {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, out)
+	}
+	line := func(format string, args ...any) *regexp.Regexp {
+		return regexp.MustCompile("(?m)^" + fmt.Sprintf(format, args...) + "$")
+	}
+	for _, want := range []*regexp.Regexp{
+		line(`FAILED\s+2 table\(s\) could not take a change, 1 of them PARKED: .*walshadow reload .*`),
+		line(`public\.stuck\s+state failed, PARKED at 0/05A3D000 \(since 5 min \d s ago, the same failure 2 times, 3 loads of it\): initial load of public\.stuck, row 1: column "v": value 100000 does not fit Int8`),
+		line(`\s+remedy: give the column a type that holds every value`),
+		line(`public\.healing\s+state failed, reloading \(copy, loading\): failed at 0/5A3E000: cannot parse`),
+		line(`RELOAD REQUESTED\s+2 table\(s\): .*`),
+		line(`public\.stuck\s+requested [0-9] s ago \(.*\)`),
+		line(`public\.stuck\s+copy, loading: attempt 2, started .*; 3 loads of it in all; PARKED \(see FAILED\); .*`),
+		line(`RELOADS\s+3 of followed tables, by reason .*`),
+		line(`value_refused\s+2`),
+		line(`type_change\s+1`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,18 @@ func (l *Engine) startBackupPass(entries []Entry) {
 			}
 			if err != nil {
 				l.m.failures.Incr(1, "base_backup")
+				// The tables the failure is of park once it recurs
+				// identically; the others go on.
+				var parked []uint32
+				for _, oid := range l.failedInPass(oids, err) {
+					if l.noteFailure(oid, err) {
+						parked = append(parked, oid)
+					}
+				}
+				oids = slices.DeleteFunc(oids, func(oid uint32) bool { return slices.Contains(parked, oid) })
+				if len(oids) == 0 {
+					return
+				}
 				l.log.Errorf("initial load from a base backup (%d table(s)) failed, retrying in %s: %v", len(oids), backoff, err)
 				select {
 				case <-time.After(backoff):
@@ -92,6 +105,29 @@ func (l *Engine) startBackupPass(entries []Entry) {
 			}
 		}
 	}()
+}
+
+// failedInPass are the tables of a base backup pass (oids) that its
+// failure err is of: the one table of a pass of one, else those the error
+// names (their load, or their staging table).
+func (l *Engine) failedInPass(oids []uint32, err error) []uint32 {
+	if len(oids) == 1 {
+		return oids
+	}
+	msg := err.Error()
+	var out []uint32
+	for _, oid := range oids {
+		e, ok := l.ledger.Get(oid)
+		if !ok {
+			continue
+		}
+		name := "initial load of " + describeLoad(e)
+		if strings.Contains(msg, name+":") || strings.Contains(msg, name+",") ||
+			e.Staging != "" && strings.Contains(msg, clickhouse.QuoteQualified(clickhouse.Target{Database: e.Database, Table: e.Staging})) {
+			out = append(out, oid)
+		}
+	}
+	return out
 }
 
 // withoutDropped discards the loads of relations dropped meanwhile.
@@ -145,7 +181,7 @@ func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	var stale []uint32 // to load in a later pass
 	for _, oid := range oids {
 		e, ok := l.ledger.Get(oid)
-		if !ok || e.Phase == PhaseDone {
+		if !ok || e.Phase == PhaseDone || e.Parked != nil {
 			continue
 		}
 		a := l.store.Get(oid)
@@ -226,7 +262,7 @@ func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 	names := make([]string, 0, len(order))
 	for _, t := range order {
 		t.e.Coverage, t.e.Snapshot, t.e.SeenBy = s, snapText, snap.seenBy
-		if err := l.ledger.Put(t.e); err != nil {
+		if err := l.ledger.putLoad(t.e); err != nil {
 			return oids, err
 		}
 		l.setFilter(t.e.Oid, snap)
@@ -248,7 +284,7 @@ func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		for _, t := range order {
 			running := t.e
 			running.Rows, running.Bytes = t.rows.Load(), t.bytes.Load()
-			if err := l.ledger.Put(running); err != nil {
+			if err := l.ledger.putLoad(running); err != nil {
 				l.log.Warnf("initial load of %s: recording progress: %v", describeLoad(t.e), err)
 			}
 		}

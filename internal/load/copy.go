@@ -242,7 +242,7 @@ func (l *Engine) loadCopy(ctx context.Context, oid uint32) error {
 	// A physical table's rows are keyed by the snapshot's heap generation.
 	a.Filenode = rel.filenode
 	e.Coverage, e.Snapshot, e.SeenBy = s, snapText, snap.seenBy
-	if err := l.ledger.Put(e); err != nil {
+	if err := l.ledger.putLoad(e); err != nil {
 		return err
 	}
 	l.setFilter(oid, snap)
@@ -262,7 +262,7 @@ func (l *Engine) loadCopy(ctx context.Context, oid uint32) error {
 	running := e
 	stop := l.progressLogger(name, progress, func() {
 		running.Rows, running.Bytes = rows.Load(), bytes.Load()
-		if err := l.ledger.Put(running); err != nil {
+		if err := l.ledger.putLoad(running); err != nil {
 			l.log.Warnf("initial load of %s: recording progress: %v", name, err)
 		}
 	})

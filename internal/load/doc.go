@@ -55,7 +55,7 @@
 // twice: a crash while loading reloads the table (the staging table is
 // dropped first); a crash while publishing finishes the publish from what
 // ClickHouse holds. A table is published whole or not at all. It is a state file in internal/statefile's envelope (format
-// "walshadow-loads", version 2, CRC-32C of the body), whose body is:
+// "walshadow-loads", version 3, CRC-32C of the body), whose body is:
 //
 //	"body": {
 //	  "entries": [
@@ -82,9 +82,28 @@
 //	      "finished_at": "2026-11-30T14:09:41Z",  optional
 //	      "last_error": "…",                     optional
 //	      "reason": "failed at 0/5A3F000: …",    optional: why a followed table is loaded again
-//	      "failed_at_lsn": "0/05A3F000"          optional: the change a failed table could not take
+//	      "failed_at_lsn": "0/05A3F000",         optional: the change a failed table could not take
+//	      "loads": 3,                            optional: load attempts of the table in all (each a copy)
+//	      "streak": {                            optional: the identical failures behind its latest (park.go)
+//	        "signature": "… value # does not fit Int8",  the error, its volatile parts blanked
+//	        "at_lsn": "0/05A3F000",              optional: the change (none: the table's load)
+//	        "count": 2,
+//	        "attempt": 2                         optional: the load attempt of the last one
+//	      },
+//	      "parked": {                            optional: the table is parked (park.go)
+//	        "since": "2026-12-01T09:30:00Z",
+//	        "reason": "…",                       the failure, as logged
+//	        "at_lsn": "0/05A3F000",              optional
+//	        "count": 2,
+//	        "remedy": "…",
+//	        "shape_lsn": "0/05A30000",           the conditions it was parked under: its agreed shape,
+//	        "config": "0123456789abcdef",        a digest of its configuration,
+//	        "server_version": "18.16.1.0",       and the ClickHouse server's run
+//	        "server_boot": "2026-11-30T08:00:00Z"
+//	      }
 //	    }
-//	  ]
+//	  ],
+//	  "reloads": {"value_refused": 2}           optional: reloads of followed tables by reason (ReloadReasons)
 //	}
 //
 // Entries are sorted by schema, table and oid. The file is rewritten whole
@@ -94,6 +113,8 @@
 // one), an invalid mode, phase, LSN or time and duplicate oids make the
 // file corrupt (*statefile.Error).
 //
+// Version 2 was the same body without loads, streak, parked and reloads;
+// it is read as it is and rewritten as version 3 at the next change.
 // Version 1 held the same entries in a document of its own
 // ({"format": "walshadow-loads", "version": 1, "entries": [...],
 // "crc32c": N}, the CRC-32C of its compact encoding with crc32c 0); it is

@@ -45,6 +45,10 @@ type Engine struct {
 	// deferred: updates held until their table's load is published
 	// (deferred.go).
 	deferred map[uint32][]DeferredRow
+	// restartReason: per relation, the reload reason of the invalidation
+	// that will start its running load over (InvalidateFor; none:
+	// ReloadChangedDuringLoad).
+	restartReason map[uint32]string
 }
 
 // loadRun is one table's load in progress.
@@ -52,6 +56,9 @@ type loadRun struct {
 	oid     uint32
 	cancel  context.CancelFunc
 	dropped bool
+	// relaunch: Launch was called while it ran (the entry is checked
+	// when it ends: a load not done nor parked starts again).
+	relaunch bool
 }
 
 // New makes the engine of the loads ledger records, loading from src into
@@ -61,7 +68,8 @@ func New(cfg Config, src Source, dst Destination, store Agreements, ledger *Ledg
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, src: src, dst: dst, store: store, ledger: ledger, limiter: NewLimiter(cfg.MaxRate), m: newLoadMetrics(m), log: log,
 		tables: make(chan struct{}, cfg.Workers), streams: make(chan struct{}, cfg.Workers),
-		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}, filters: map[uint32]pgSnapshot{}}
+		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}, filters: map[uint32]pgSnapshot{},
+		restartReason: map[uint32]string{}}
 }
 
 // Ledger is the loads' durable record.
@@ -112,6 +120,11 @@ func (l *Engine) Resume(ctx context.Context) error {
 		}
 		// (A relation out of scope had its load dropped by
 		// leaveScopeAtStart, before this.)
+		if e.Parked != nil {
+			// Parked: the output decided before this that nothing which
+			// could cure it changed (it un-parked the others).
+			continue
+		}
 		if l.byBackup(e, a) {
 			backup = append(backup, e)
 			continue
@@ -134,6 +147,9 @@ func (l *Engine) byBackup(e Entry, a *clickhouse.Agreed) bool {
 // Launch starts one table's load (a base backup pass of its own, or a
 // copy).
 func (l *Engine) Launch(e Entry) {
+	l.mu.Lock()
+	delete(l.restartReason, e.Oid)
+	l.mu.Unlock()
 	l.dst.SetState(describeLoad(e), true)
 	if l.byBackup(e, l.store.Get(e.Oid)) {
 		l.startBackupPass([]Entry{e})
@@ -158,7 +174,10 @@ func (l *Engine) Running(oid uint32) bool {
 // with a backoff; an invalidation restarts it from scratch.
 func (l *Engine) start(oid uint32, attempt func(ctx context.Context) error) {
 	l.mu.Lock()
-	if _, running := l.runs[oid]; running {
+	if run, running := l.runs[oid]; running {
+		// Its goroutine goes on; if it is ending (parked a moment ago,
+		// and un-parked since), it starts again.
+		run.relaunch = true
 		l.mu.Unlock()
 		return
 	}
@@ -168,18 +187,23 @@ func (l *Engine) start(oid uint32, attempt func(ctx context.Context) error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		defer func() {
-			l.mu.Lock()
-			delete(l.runs, oid)
-			l.mu.Unlock()
-		}()
 		l.runTable(run, attempt)
+		l.mu.Lock()
+		delete(l.runs, oid)
+		again := run.relaunch && !run.dropped && l.ctx.Err() == nil
+		l.mu.Unlock()
+		if e, ok := l.ledger.Get(oid); again && ok && e.Phase == PhaseLoading && e.Parked == nil {
+			l.start(oid, attempt)
+		}
 	}()
 }
 
 func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error) {
 	backoff := 2 * time.Second
 	for {
+		if e, ok := l.ledger.Get(run.oid); ok && e.Parked != nil {
+			return // parked (by the output, or below): un-parking launches it again
+		}
 		select {
 		case l.tables <- struct{}{}:
 		case <-l.ctx.Done():
@@ -201,8 +225,10 @@ func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error)
 			}
 			l.m.running.Decr(1)
 		}
+		invalidated := false
 		if err != nil && l.ctx.Err() == nil && l.generation(run.oid) != gen {
 			err = fmt.Errorf("%w: %w", errReload, err) // cancelled by invalidate
+			invalidated = true
 		}
 		cancel()
 		<-l.tables
@@ -225,7 +251,20 @@ func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		}
 		e, _ := l.ledger.Get(run.oid)
 		if errors.Is(err, errReload) {
+			if e.Parked != nil {
+				return // parked while it ran
+			}
 			l.log.Infof("initial load of %s.%s: %v: loading it again", e.Schema, e.Table, err)
+			if invalidated {
+				l.mu.Lock()
+				reason, ok := l.restartReason[run.oid]
+				delete(l.restartReason, run.oid)
+				l.mu.Unlock()
+				if !ok {
+					reason = ReloadChangedDuringLoad
+				}
+				l.CountReload(reason)
+			}
 			backoff = 2 * time.Second
 			// The change may still be on its way from the stream.
 			select {
@@ -238,14 +277,17 @@ func (l *Engine) runTable(run *loadRun, attempt func(ctx context.Context) error)
 		if widened, werr := l.dst.Widen(l.ctx, run.oid, err); werr != nil {
 			err = fmt.Errorf("%w; widening the column failed: %w", err, werr)
 		} else if widened {
+			l.mu.Lock()
+			delete(l.restartReason, run.oid)
+			l.mu.Unlock()
+			l.CountReload(ReloadValueRefused)
 			continue // its delta table is new, the load starts over
 		}
 		l.m.failures.Incr(1, describeLoad(e))
-		l.log.Errorf("initial load of %s.%s failed (attempt %d), retrying in %s: %v", e.Schema, e.Table, e.Attempt, backoff, err)
-		e.LastError = err.Error()
-		if perr := l.ledger.Put(e); perr != nil {
-			l.log.Errorf("initial load of %s.%s: recording the failure: %v", e.Schema, e.Table, perr)
+		if parked := l.noteFailure(run.oid, err); parked {
+			return
 		}
+		l.log.Errorf("initial load of %s.%s failed (attempt %d), retrying in %s: %v", e.Schema, e.Table, e.Attempt, backoff, err)
 		select {
 		case <-time.After(backoff):
 		case <-l.ctx.Done():
@@ -268,18 +310,80 @@ func (l *Engine) finishPublishing(ctx context.Context, oid uint32) (finishing bo
 	return true, l.dst.WithLock(ctx, func() error { return l.recoverPublish(ctx, e) })
 }
 
+// noteFailure records that the load of oid failed with err: its last
+// error, and for a failure of the table alone its streak of identical
+// failures, which parks it once it is long enough (park.go). It reports
+// whether the table is parked now.
+func (l *Engine) noteFailure(oid uint32, err error) bool {
+	parkable := !Transient(err) && l.dst.Local(err)
+	var parking Parking
+	if cur, ok := l.ledger.Get(oid); ok && parkable {
+		parking = l.dst.ParkingFor(cur, err)
+	}
+	now := time.Now().UTC()
+	parkedNow := false
+	e, ok, uerr := l.ledger.Update(oid, func(e *Entry) bool {
+		e.LastError = err.Error()
+		if !parkable || e.Parked != nil {
+			return true
+		}
+		e.Streak = e.Streak.Next(Failure{Signature: Signature(err)}, true)
+		e.Streak.Attempt = e.Attempt
+		if e.Streak.Parks() {
+			p := parking
+			p.Since, p.Reason, p.At, p.Count = now, err.Error(), e.FailedAt, e.Streak.Count
+			e.Parked = &p
+			parkedNow = true
+		}
+		return true
+	})
+	if uerr != nil {
+		l.log.Errorf("initial load of %s: recording the failure: %v", describeLoad(e), uerr)
+		return false
+	}
+	if !ok || e.Parked == nil {
+		return false
+	}
+	if parkedNow {
+		l.dst.Parked(e)
+	}
+	return true // (parked now, or by the output meanwhile)
+}
+
+// CountReload counts a reload of a followed table for reason (a
+// ReloadReasons class; another counts as ReloadOther), in
+// walshadow_table_reloads_total and durably in the ledger.
+func (l *Engine) CountReload(reason string) {
+	if l == nil {
+		return
+	}
+	reason = knownReason(reason)
+	l.m.reloads.Incr(1, reason)
+	if err := l.ledger.CountReload(reason); err != nil {
+		l.log.Warnf("%v", err)
+	}
+}
+
 // errReload: the table changed during its load (schema change, TRUNCATE);
 // the load starts over with a new snapshot.
 var errReload = errors.New("the table changed during its load")
 
 // Invalidate is called, under the output's lock, after a schema event or
 // TRUNCATE of a relation was applied: a load of it in progress starts over.
-func (l *Engine) Invalidate(oid uint32) {
+func (l *Engine) Invalidate(oid uint32) { l.InvalidateFor(oid, "") }
+
+// InvalidateFor is Invalidate for a reload reason (ReloadReasons): a load
+// in progress that starts over counts as a reload for it ("": for
+// ReloadChangedDuringLoad).
+func (l *Engine) InvalidateFor(oid uint32, reason string) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if reason != "" {
+		l.restartReason[oid] = reason
+	}
 	l.gen[oid]++
 	if run := l.runs[oid]; run != nil && run.cancel != nil {
 		run.cancel()
@@ -354,11 +458,13 @@ func (l *Engine) prepareStaging(ctx context.Context, e *Entry, a *clickhouse.Agr
 	l.mu.Unlock()
 	e.Snapshot, e.SeenBy = "", 0
 	e.Attempt++
+	e.Loads++
+	l.m.loads.Incr(1, describeLoad(*e))
 	e.Phase = PhaseLoading
 	e.Rows, e.Bytes = 0, 0
 	e.StartedAt, e.FinishedAt = time.Now().UTC(), time.Time{}
 	e.LastError = ""
-	return l.ledger.Put(*e)
+	return l.ledger.putLoad(*e)
 }
 
 // makeStaging (re)creates e's staging table with the structure of its

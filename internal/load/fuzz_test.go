@@ -15,10 +15,11 @@ import (
 func FuzzLedgerDecode(f *testing.F) {
 	full := sampleEntry(16384, "orders")
 	bare := Entry{Oid: 9, Schema: "s", Table: "t", Mode: ModeBaseBackup, Phase: PhaseDone}
-	good := encodeLedger(map[uint32]Entry{16384: full, 9: bare})
+	good := encodeLedger(map[uint32]Entry{16384: full, 9: bare}, map[string]int64{ReloadTypeChange: 2})
 	f.Add(good)
 	f.Add(good[:len(good)/2])
-	f.Add(encodeLedger(nil))
+	f.Add(encodeLedger(nil, nil))
+	f.Add(encodeLedger(map[uint32]Entry{16384: parkedEntry(16384, "orders")}, nil))
 	f.Add([]byte(`{"format":"walshadow-loads","version":1,"entries":null,"crc32c":0}`))
 	f.Add([]byte(`{"format":"walshadow-loads","version":2,"crc32c":0,"body":{"entries":null}}`))
 	f.Add([]byte(`{"format":"walshadow-loads","version":1,"entries":[{"oid":7,"schema":"s","table":"t","mode":"copy","phase":"done","coverage_lsn":"a/1f","started_at":"2026-11-30T15:02:03.25+01:00"}],"crc32c":0}`))
@@ -28,20 +29,20 @@ func FuzzLedgerDecode(f *testing.F) {
 		// The checksum would reject nearly every mutation before the
 		// interesting checks; re-sign what parses so they are reached too.
 		for _, in := range [][]byte{b, resign(b)} {
-			entries, err := decodeLedger("loads.json", in)
+			entries, reloads, err := decodeLedger("loads.json", in)
 			if err != nil {
 				var se *statefile.Error
-				if entries != nil || !errors.As(err, &se) {
+				if entries != nil || reloads != nil || !errors.As(err, &se) {
 					t.Fatalf("error %v (%T) with entries %+v", err, err, entries)
 				}
 				continue
 			}
-			again, err := decodeLedger("loads.json", encodeLedger(entries))
+			again, againReloads, err := decodeLedger("loads.json", encodeLedger(entries, reloads))
 			if err != nil {
 				t.Fatalf("re-encoding of an accepted ledger refused: %v\ninput %q", err, in)
 			}
-			if !reflect.DeepEqual(again, entries) {
-				t.Fatalf("round trip changed the ledger:\n%+v\n%+v", entries, again)
+			if !reflect.DeepEqual(again, entries) || !reflect.DeepEqual(againReloads, reloads) {
+				t.Fatalf("round trip changed the ledger:\n%+v %v\n%+v %v", entries, reloads, again, againReloads)
 			}
 		}
 	})

@@ -83,16 +83,33 @@ type Entry struct {
 	// take) and this load repairs it.
 	Reason   string
 	FailedAt wal.LSN
+	// Loads counts the load attempts of the relation since this output
+	// first loaded it (each a copy of the table from the source; carried
+	// over from one reload's entry to the next).
+	Loads int
+	// Streak is the run of identical failures behind the table's latest
+	// (park.go); Parked, when set, parks the table: it is not loaded, nor
+	// are its changes written, until something that could cure it
+	// changes or the operator asks for a reload.
+	Streak Streak
+	Parked *Parking
 }
 
 // LedgerFile is the ledger's name in the state directory; the format is
 // drawn in the package documentation.
 const LedgerFile = statefile.LoadsName
 
-// ledgerSpec is the ledger's state-file envelope (version 1 was the same
-// entries in a flat document of its own, read once for upgrade).
-var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 2,
+// ledgerSpec is the ledger's state-file envelope. Version 3 added the
+// retry economy's fields (loads, streak, parked, the reloads by reason);
+// version 2, the same body without them, is read as it is (its entries
+// have none), and version 1, the entries in a flat document of its own,
+// is read once for upgrade.
+var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 3,
 	Remedy: "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"}
+
+// ledgerSpecV2 reads version 2 files (written by walshadow before the
+// retry economy); the next change rewrites them as version 3.
+var ledgerSpecV2 = statefile.Spec{Format: ledgerSpec.Format, Version: 2, Remedy: ledgerSpec.Remedy}
 
 const ledgerV1Version = 1
 
@@ -103,6 +120,10 @@ type Ledger struct {
 	path    string
 	mu      sync.Mutex
 	entries map[uint32]Entry
+	// reloads counts the reloads of followed tables by reason (the
+	// classes of walshadow_table_reloads_total), since the state
+	// directory's first.
+	reloads map[string]int64
 }
 
 // OpenLedger reads dir's ledger. A directory without one gives an empty
@@ -110,7 +131,7 @@ type Ledger struct {
 // or corrupt).
 func OpenLedger(dir string) (*Ledger, error) {
 	path := statefile.OutputDir(dir).Loads()
-	l := &Ledger{path: path, entries: map[uint32]Entry{}}
+	l := &Ledger{path: path, entries: map[uint32]Entry{}, reloads: map[string]int64{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
@@ -118,7 +139,7 @@ func OpenLedger(dir string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the load ledger %s: %w", path, err)
 	}
-	if l.entries, err = decodeLedger(path, b); err != nil {
+	if l.entries, l.reloads, err = decodeLedger(path, b); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -134,23 +155,95 @@ func (l *Ledger) Get(oid uint32) (Entry, bool) {
 
 // Put records e, replacing the entry with its oid, and returns once the
 // file holds it. On error the ledger is unchanged.
-func (l *Ledger) Put(e Entry) error {
+func (l *Ledger) Put(e Entry) error { return l.put(e, false) }
+
+func (l *Ledger) put(e Entry, keepFailures bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.entries[e.Oid]; ok && keepFailures {
+		e.Streak, e.Parked = old.Streak, old.Parked
+	}
 	e.StartedAt, e.FinishedAt = e.StartedAt.UTC(), e.FinishedAt.UTC()
 	if err := e.validate(); err != nil {
 		return fmt.Errorf("recording the load of %s.%s in %s: %w", e.Schema, e.Table, l.path, err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	next := make(map[uint32]Entry, len(l.entries)+1)
 	for oid, old := range l.entries {
 		next[oid] = old
 	}
 	next[e.Oid] = e
-	if err := l.write(next); err != nil {
+	if err := l.write(next, l.reloads); err != nil {
 		return fmt.Errorf("recording the load of %s.%s: %w", e.Schema, e.Table, err)
 	}
 	l.entries = next
 	return nil
+}
+
+// putLoad is Put of the engine's record of a load in progress (its
+// phase, snapshot, progress): the failures' record, which the output may
+// have changed meanwhile (Streak, Parked), stays as stored.
+func (l *Ledger) putLoad(e Entry) error { return l.put(e, true) }
+
+// Update changes the entry of oid in place with fn, under the ledger's
+// lock (a read, change and write no other Put comes between), and
+// returns the entry as it is after. fn returns false to leave it as it
+// was; no entry: (zero, false, nil).
+func (l *Ledger) Update(oid uint32, fn func(e *Entry) bool) (Entry, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[oid]
+	if !ok {
+		return Entry{}, false, nil
+	}
+	if e.Parked != nil {
+		p := *e.Parked
+		e.Parked = &p // fn's changes must not reach the stored entry before it is written
+	}
+	if !fn(&e) {
+		return l.entries[oid], true, nil
+	}
+	e.StartedAt, e.FinishedAt = e.StartedAt.UTC(), e.FinishedAt.UTC()
+	if err := e.validate(); err != nil {
+		return Entry{}, true, fmt.Errorf("recording the load of %s.%s in %s: %w", e.Schema, e.Table, l.path, err)
+	}
+	next := make(map[uint32]Entry, len(l.entries))
+	for o, old := range l.entries {
+		next[o] = old
+	}
+	next[oid] = e
+	if err := l.write(next, l.reloads); err != nil {
+		return Entry{}, true, fmt.Errorf("recording the load of %s.%s: %w", e.Schema, e.Table, err)
+	}
+	l.entries = next
+	return e, true, nil
+}
+
+// CountReload adds one reload for reason (a class of
+// walshadow_table_reloads_total) and returns once the file holds it.
+func (l *Ledger) CountReload(reason string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := make(map[string]int64, len(l.reloads)+1)
+	for k, v := range l.reloads {
+		next[k] = v
+	}
+	next[reason]++
+	if err := l.write(l.entries, next); err != nil {
+		return fmt.Errorf("counting a reload (%s): %w", reason, err)
+	}
+	l.reloads = next
+	return nil
+}
+
+// Reloads are the reloads of followed tables by reason.
+func (l *Ledger) Reloads() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int64, len(l.reloads))
+	for k, v := range l.reloads {
+		out[k] = v
+	}
+	return out
 }
 
 // Delete forgets the load of the relation oid (none is fine) and returns
@@ -168,7 +261,7 @@ func (l *Ledger) Delete(oid uint32) error {
 			next[o] = old
 		}
 	}
-	if err := l.write(next); err != nil {
+	if err := l.write(next, l.reloads); err != nil {
 		return fmt.Errorf("forgetting the load of %s.%s: %w", e.Schema, e.Table, err)
 	}
 	l.entries = next
@@ -182,13 +275,15 @@ func (l *Ledger) All() []Entry {
 	return sortedEntries(l.entries)
 }
 
-func (l *Ledger) write(entries map[uint32]Entry) error {
-	return fsutil.WriteFileAtomic(l.path, encodeLedger(entries), 0o600, nil)
+func (l *Ledger) write(entries map[uint32]Entry, reloads map[string]int64) error {
+	return fsutil.WriteFileAtomic(l.path, encodeLedger(entries, reloads), 0o600, nil)
 }
 
 // ledgerBody is the envelope's body.
 type ledgerBody struct {
 	Entries []entryJSON `json:"entries"`
+	// Reloads: version 3.
+	Reloads map[string]int64 `json:"reloads,omitempty"`
 }
 
 func sortedEntries(entries map[uint32]Entry) []Entry {
@@ -216,13 +311,25 @@ func (e Entry) validate() error {
 		return fmt.Errorf("oid %d: phase %q is not loading, publishing or done", e.Oid, e.Phase)
 	case e.Attempt < 0 || e.Rows < 0 || e.Bytes < 0:
 		return fmt.Errorf("oid %d: negative attempt %d, rows %d or bytes %d", e.Oid, e.Attempt, e.Rows, e.Bytes)
+	case e.Loads < 0 || e.Streak.Count < 0 || e.Streak.Attempt < 0:
+		return fmt.Errorf("oid %d: negative loads %d, streak count %d or attempt %d", e.Oid, e.Loads, e.Streak.Count, e.Streak.Attempt)
+	case e.Streak.Count == 0 && e.Streak != (Streak{}):
+		return fmt.Errorf("oid %d: a streak of no failure", e.Oid)
+	case e.Parked != nil && (e.Parked.Since.IsZero() || e.Parked.Count < 1):
+		return fmt.Errorf("oid %d: parked without a time or a count", e.Oid)
 	}
-	for _, s := range []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.StaleDatabase, e.Stale, e.LastError, e.Reason} {
+	texts := []string{e.Schema, e.Table, e.Database, e.Target, e.Staging, e.Old, e.StagingUUID, e.StaleDatabase, e.Stale, e.LastError, e.Reason, e.Streak.Signature}
+	times := []time.Time{e.StartedAt, e.FinishedAt}
+	if p := e.Parked; p != nil {
+		texts = append(texts, p.Reason, p.Remedy, p.Under.Config, p.Under.ServerVersion)
+		times = append(times, p.Since, p.Under.ServerBoot)
+	}
+	for _, s := range texts {
 		if !utf8.ValidString(s) {
 			return fmt.Errorf("oid %d: %q is not valid UTF-8", e.Oid, s)
 		}
 	}
-	for _, t := range []time.Time{e.StartedAt, e.FinishedAt} {
+	for _, t := range times {
 		// RFC 3339 has four-digit years only.
 		if !t.IsZero() && (t.Year() < 1 || t.Year() > 9999) {
 			return fmt.Errorf("oid %d: time %s is outside years 1 to 9999", e.Oid, t)
@@ -265,6 +372,31 @@ type entryJSON struct {
 	LastError   string `json:"last_error,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	FailedAt    string `json:"failed_at_lsn,omitempty"`
+	// Version 3.
+	Loads  int         `json:"loads,omitempty"`
+	Streak *streakJSON `json:"streak,omitempty"`
+	Parked *parkedJSON `json:"parked,omitempty"`
+}
+
+// streakJSON is Entry.Streak on disk (version 3).
+type streakJSON struct {
+	Signature string `json:"signature"`
+	At        string `json:"at_lsn,omitempty"`
+	Count     int    `json:"count"`
+	Attempt   int    `json:"attempt,omitempty"`
+}
+
+// parkedJSON is Entry.Parked on disk (version 3).
+type parkedJSON struct {
+	Since         string `json:"since"`
+	Reason        string `json:"reason"`
+	At            string `json:"at_lsn,omitempty"`
+	Count         int    `json:"count"`
+	Remedy        string `json:"remedy,omitempty"`
+	Shape         string `json:"shape_lsn,omitempty"`
+	Config        string `json:"config,omitempty"`
+	ServerVersion string `json:"server_version,omitempty"`
+	ServerBoot    string `json:"server_boot,omitempty"`
 }
 
 func (j ledgerV1) checksum() uint32 {
@@ -298,16 +430,27 @@ func decodeTime(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-func encodeLedger(entries map[uint32]Entry) []byte {
+func encodeLedger(entries map[uint32]Entry, reloads map[string]int64) []byte {
 	body := ledgerBody{Entries: []entryJSON{}}
+	if len(reloads) > 0 {
+		body.Reloads = reloads
+	}
 	for _, e := range sortedEntries(entries) {
-		body.Entries = append(body.Entries, entryJSON{
+		j := entryJSON{
 			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
 			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
 			Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
 			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
-			Reason: e.Reason, FailedAt: seenBy(e.FailedAt),
-		})
+			Reason: e.Reason, FailedAt: seenBy(e.FailedAt), Loads: e.Loads,
+		}
+		if e.Streak.Count > 0 {
+			j.Streak = &streakJSON{Signature: e.Streak.Signature, At: seenBy(e.Streak.At), Count: e.Streak.Count, Attempt: e.Streak.Attempt}
+		}
+		if p := e.Parked; p != nil {
+			j.Parked = &parkedJSON{Since: encodeTime(p.Since), Reason: p.Reason, At: seenBy(p.At), Count: p.Count, Remedy: p.Remedy,
+				Shape: seenBy(p.Under.Shape), Config: p.Under.Config, ServerVersion: p.Under.ServerVersion, ServerBoot: encodeTime(p.Under.ServerBoot)}
+		}
+		body.Entries = append(body.Entries, j)
 	}
 	b, err := ledgerSpec.Encode(body)
 	if err != nil {
@@ -318,17 +461,32 @@ func encodeLedger(entries map[uint32]Entry) []byte {
 }
 
 // decodeLedger parses a ledger file (path names it in errors): the
-// envelope, or version 1. What cannot be trusted is a *statefile.Error.
-func decodeLedger(path string, b []byte) (map[uint32]Entry, error) {
+// envelope (version 3, or 2), or version 1. What cannot be trusted is a
+// *statefile.Error.
+func decodeLedger(path string, b []byte) (map[uint32]Entry, map[string]int64, error) {
 	var body ledgerBody
-	if err := ledgerSpec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
-		return nil, err
+	spec := ledgerSpec
+	var head struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if json.Unmarshal(b, &head) == nil && string(head.Version) == "2" {
+		spec = ledgerSpecV2
+	}
+	if err := spec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
+		return nil, nil, err
 	}
 	entries, err := entriesOf(body.Entries)
 	if err != nil {
-		return nil, ledgerSpec.Corrupt(path, err)
+		return nil, nil, ledgerSpec.Corrupt(path, err)
 	}
-	return entries, nil
+	reloads := map[string]int64{}
+	for k, v := range body.Reloads {
+		if v < 0 || !utf8.ValidString(k) || k == "" {
+			return nil, nil, ledgerSpec.Corrupt(path, fmt.Errorf("reloads: %q: %d", k, v))
+		}
+		reloads[k] = v
+	}
+	return entries, reloads, nil
 }
 
 // decodeLedgerV1 reads the ledger's form before the envelope.
@@ -358,7 +516,43 @@ func entriesOf(list []entryJSON) (entries map[uint32]Entry, err error) {
 			Oid: je.Oid, Schema: je.Schema, Table: je.Table, Mode: Mode(je.Mode), Phase: Phase(je.Phase),
 			Database: je.Database, Target: je.Target, Staging: je.Staging, Old: je.Old,
 			StagingUUID: je.StagingUUID, StaleDatabase: je.StaleDB, Stale: je.Stale, Snapshot: je.Snapshot, Attempt: je.Attempt, Rows: je.Rows, Bytes: je.Bytes, LastError: je.LastError,
-			Reason: je.Reason,
+			Reason: je.Reason, Loads: je.Loads,
+		}
+		lsn := func(field, s string) (wal.LSN, error) {
+			if s == "" {
+				return 0, nil
+			}
+			v, err := wal.ParseLSN(s)
+			if err != nil {
+				return 0, fmt.Errorf("entry %d (oid %d): %s %q: %w", i, je.Oid, field, s, err)
+			}
+			return v, nil
+		}
+		if js := je.Streak; js != nil {
+			e.Streak = Streak{Failure: Failure{Signature: js.Signature}, Count: js.Count, Attempt: js.Attempt}
+			if e.Streak.At, err = lsn("streak.at_lsn", js.At); err != nil {
+				return nil, err
+			}
+			if js.Count < 1 {
+				return nil, fmt.Errorf("entry %d (oid %d): streak count %d", i, je.Oid, js.Count)
+			}
+		}
+		if jp := je.Parked; jp != nil {
+			p := &Parking{Reason: jp.Reason, Count: jp.Count, Remedy: jp.Remedy}
+			p.Under.Config, p.Under.ServerVersion = jp.Config, jp.ServerVersion
+			if p.At, err = lsn("parked.at_lsn", jp.At); err != nil {
+				return nil, err
+			}
+			if p.Under.Shape, err = lsn("parked.shape_lsn", jp.Shape); err != nil {
+				return nil, err
+			}
+			if p.Since, err = decodeTime(jp.Since); err != nil {
+				return nil, fmt.Errorf("entry %d (oid %d): parked.since %q: %w", i, je.Oid, jp.Since, err)
+			}
+			if p.Under.ServerBoot, err = decodeTime(jp.ServerBoot); err != nil {
+				return nil, fmt.Errorf("entry %d (oid %d): parked.server_boot %q: %w", i, je.Oid, jp.ServerBoot, err)
+			}
+			e.Parked = p
 		}
 		if je.SeenBy != "" {
 			if e.SeenBy, err = wal.ParseLSN(je.SeenBy); err != nil {

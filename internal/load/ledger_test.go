@@ -33,6 +33,17 @@ func sampleEntry(oid uint32, table string) Entry {
 	}
 }
 
+// parkedEntry is sampleEntry parked after a streak of identical failures.
+func parkedEntry(oid uint32, table string) Entry {
+	e := sampleEntry(oid, table)
+	e.Loads = 5
+	e.Streak = Streak{Failure: Failure{Signature: `initial load of public.orders, row #: column "v": value # does not fit Int8`}, Count: 2, Attempt: 2}
+	e.Parked = &Parking{Since: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), Reason: `initial load of public.orders, row 17: column "v": value 100000 does not fit Int8`,
+		At: 0x5A3F000, Count: 2, Remedy: "give the column a type that holds the value",
+		Under: Conditions{Shape: 0x5A30000, Config: "0123456789abcdef", ServerVersion: "18.16.1.0", ServerBoot: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}}
+	return e
+}
+
 func TestParseMode(t *testing.T) {
 	for _, m := range []Mode{ModeNone, ModeCopy, ModeBaseBackup} {
 		if got, err := ParseMode(string(m)); got != m || err != nil {
@@ -59,7 +70,8 @@ func TestLedgerRoundTrip(t *testing.T) {
 	items := sampleEntry(16390, "items")
 	items.Schema, items.Mode, items.Phase, items.Coverage = "sales", ModeBaseBackup, PhaseDone, 0x1_0000_0010
 	bare := Entry{Oid: 20000, Schema: "a", Table: "b", Mode: ModeNone, Phase: PhasePublishing}
-	for _, e := range []Entry{orders, items, bare} {
+	parked := parkedEntry(20001, "parked")
+	for _, e := range []Entry{orders, items, bare, parked} {
 		if err := l.Put(e); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +81,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 		t.Fatalf("Get after Put: %+v %v", got, ok)
 	}
 	want := l.All()
-	if names := []string{want[0].Schema + "." + want[0].Table, want[1].Schema + "." + want[1].Table, want[2].Schema + "." + want[2].Table}; !reflect.DeepEqual(names, []string{"a.b", "public.orders", "sales.items"}) {
+	if names := []string{want[0].Schema + "." + want[0].Table, want[1].Schema + "." + want[1].Table, want[2].Schema + "." + want[2].Table, want[3].Schema + "." + want[3].Table}; !reflect.DeepEqual(names, []string{"a.b", "public.orders", "public.parked", "sales.items"}) {
 		t.Fatalf("All not sorted by schema, table: %v", names)
 	}
 
@@ -84,7 +96,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 2`, `"coverage_lsn": "1/00000010"`,
+	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 3`, `"coverage_lsn": "1/00000010"`, `"parked": {`, `"server_boot": "2026-11-30T08:00:00Z"`,
 		`"started_at": "2026-11-30T14:02:03.500000001Z"`, `"mode": "base_backup"`, `"crc32c": `} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("file lacks %s:\n%s", s, b)
@@ -107,7 +119,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(again.All()) != 2 {
+	if len(again.All()) != 3 {
 		t.Fatalf("after delete and reopen: %+v", again.All())
 	}
 	if _, err := os.Stat(filepath.Join(dir, LedgerFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
@@ -242,7 +254,7 @@ func resignEnvelope(t testing.TB, b []byte) []byte {
 }
 
 func TestLedgerCorruptVersusTruncated(t *testing.T) {
-	good := encodeLedger(map[uint32]Entry{16384: sampleEntry(16384, "orders"), 16390: sampleEntry(16390, "items")})
+	good := encodeLedger(map[uint32]Entry{16384: sampleEntry(16384, "orders"), 16390: sampleEntry(16390, "items")}, nil)
 	if _, err := OpenLedger(writeLedgerFile(t, good)); err != nil {
 		t.Fatalf("good file refused: %v", err)
 	}
@@ -260,21 +272,24 @@ func TestLedgerCorruptVersusTruncated(t *testing.T) {
 		file []byte
 		says string
 	}{
-		"bad crc":        {[]byte(strings.Replace(string(good), `"rows": 1234567`, `"rows": 1234568`, 1)), "checksum"},
-		"unknown field":  {[]byte(strings.Replace(string(good), `"format"`, `"extra": 1, "format"`, 1)), `unknown field "extra"`},
-		"unknown nested": {resignEnvelope(t, []byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1))), `unknown field "priority"`},
-		"wrong version":  {[]byte(strings.Replace(string(good), `"version": 2`, `"version": 3`, 1)), "version 3"},
-		"wrong format":   {[]byte(strings.Replace(string(good), `"walshadow-loads"`, `"walshadow-manifest"`, 1)), `format "walshadow-manifest"`},
-		"bad lsn":        {withBody(func(b *ledgerBody) { b.Entries[0].Coverage = "10" }), `coverage_lsn "10"`},
-		"bad time":       {withBody(func(b *ledgerBody) { b.Entries[0].StartedAt = "yesterday" }), `started_at "yesterday"`},
-		"bad phase":      {withBody(func(b *ledgerBody) { b.Entries[0].Phase = "half" }), `phase "half"`},
-		"duplicate oid":  {withBody(func(b *ledgerBody) { b.Entries = append(b.Entries, b.Entries[0]) }), "oid 7 appears twice"},
-		"garbage":        {[]byte("\x00\x01not json"), "invalid character"},
-		"syntax error":   {[]byte(strings.Replace(string(good), `"entries": [`, `"entries": ]`, 1)), "invalid character"},
-		"trailing data":  {append(append([]byte{}, good...), "{}"...), "after top-level value"},
-		"array prefix":   {[]byte(`[{"format":"walshadow-loads"`), "unexpected end"},
-		"v1, bad crc":    {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"rows":0`, `"rows":1`, 1)), "checksum"},
-		"v1, version 9":  {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"version":1`, `"version":9`, 1)), "version 9"},
+		"bad crc":         {[]byte(strings.Replace(string(good), `"rows": 1234567`, `"rows": 1234568`, 1)), "checksum"},
+		"unknown field":   {[]byte(strings.Replace(string(good), `"format"`, `"extra": 1, "format"`, 1)), `unknown field "extra"`},
+		"unknown nested":  {resignEnvelope(t, []byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1))), `unknown field "priority"`},
+		"wrong version":   {[]byte(strings.Replace(string(good), `"version": 3`, `"version": 4`, 1)), "version 4"},
+		"bad streak":      {withBody(func(b *ledgerBody) { b.Entries[0].Streak = &streakJSON{Signature: "x", Count: 0} }), "streak count 0"},
+		"parked, no time": {withBody(func(b *ledgerBody) { b.Entries[0].Parked = &parkedJSON{Reason: "x", Count: 2} }), "parked without a time"},
+		"bad reloads":     {withBody(func(b *ledgerBody) { b.Reloads = map[string]int64{"type_change": -1} }), `reloads: "type_change"`},
+		"wrong format":    {[]byte(strings.Replace(string(good), `"walshadow-loads"`, `"walshadow-manifest"`, 1)), `format "walshadow-manifest"`},
+		"bad lsn":         {withBody(func(b *ledgerBody) { b.Entries[0].Coverage = "10" }), `coverage_lsn "10"`},
+		"bad time":        {withBody(func(b *ledgerBody) { b.Entries[0].StartedAt = "yesterday" }), `started_at "yesterday"`},
+		"bad phase":       {withBody(func(b *ledgerBody) { b.Entries[0].Phase = "half" }), `phase "half"`},
+		"duplicate oid":   {withBody(func(b *ledgerBody) { b.Entries = append(b.Entries, b.Entries[0]) }), "oid 7 appears twice"},
+		"garbage":         {[]byte("\x00\x01not json"), "invalid character"},
+		"syntax error":    {[]byte(strings.Replace(string(good), `"entries": [`, `"entries": ]`, 1)), "invalid character"},
+		"trailing data":   {append(append([]byte{}, good...), "{}"...), "after top-level value"},
+		"array prefix":    {[]byte(`[{"format":"walshadow-loads"`), "unexpected end"},
+		"v1, bad crc":     {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"rows":0`, `"rows":1`, 1)), "checksum"},
+		"v1, version 9":   {[]byte(strings.Replace(string(encodeLedgerV1(t, 7)), `"version":1`, `"version":9`, 1)), "version 9"},
 	}
 	for name, c := range corrupt {
 		dir := writeLedgerFile(t, c.file)
@@ -331,9 +346,11 @@ func encodeLedgerV1(t testing.TB, oid uint32) []byte {
 }
 
 // TestLedgerGoldenAndUpgrade: the current file byte for byte
-// (testdata/loads_v2.json, -update rewrites it); version 1's file
-// (testdata/loads_v1.json, as the code before the envelope wrote it) read
-// to the same entries and rewritten in the envelope by the next change.
+// (testdata/loads_v3.json, -update rewrites it); version 2's file
+// (testdata/loads_v2.json, as walshadow before the retry economy wrote
+// it) and version 1's (testdata/loads_v1.json, as the code before the
+// envelope wrote it) read to the same entries and rewritten as version 3
+// by the next change.
 func TestLedgerGoldenAndUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	l, err := OpenLedger(dir)
@@ -350,32 +367,95 @@ func TestLedgerGoldenAndUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statefiletest.Golden(t, filepath.Join("testdata", "loads_v2.json"), got, *update)
 
-	v1, err := os.ReadFile(filepath.Join("testdata", "loads_v1.json"))
+	for _, old := range []string{"loads_v1.json", "loads_v2.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldDir := writeLedgerFile(t, b)
+		lo, err := OpenLedger(oldDir)
+		if err != nil {
+			t.Fatalf("%s refused: %v", old, err)
+		}
+		if !reflect.DeepEqual(lo.All(), l.All()) {
+			t.Fatalf("%s read as\n%+v\nwant\n%+v", old, lo.All(), l.All())
+		}
+		if err := lo.Delete(9); err != nil {
+			t.Fatal(err)
+		}
+		if err := lo.Put(want[1]); err != nil {
+			t.Fatal(err)
+		}
+		again, err := os.ReadFile(filepath.Join(oldDir, LedgerFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again) != string(got) {
+			t.Errorf("a changed %s is not rewritten as version 3:\n%s", old, again)
+		}
+	}
+
+	// The retry economy's fields.
+	if err := l.Put(parkedEntry(16390, "parked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CountReload(ReloadValueRefused); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CountReload(ReloadValueRefused); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CountReload(ReloadRequested); err != nil {
+		t.Fatal(err)
+	}
+	got, err = os.ReadFile(filepath.Join(dir, LedgerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := writeLedgerFile(t, v1)
-	l1, err := OpenLedger(old)
-	if err != nil {
-		t.Fatalf("version 1 file refused: %v", err)
-	}
-	if !reflect.DeepEqual(l1.All(), l.All()) {
-		t.Fatalf("version 1 file read as\n%+v\nwant\n%+v", l1.All(), l.All())
-	}
-	if err := l1.Delete(9); err != nil {
-		t.Fatal(err)
-	}
-	if err := l1.Put(want[1]); err != nil {
-		t.Fatal(err)
-	}
-	again, err := os.ReadFile(filepath.Join(old, LedgerFile))
+	statefiletest.Golden(t, filepath.Join("testdata", "loads_v3.json"), got, *update)
+	reopened, err := OpenLedger(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(again) != string(got) {
-		t.Errorf("a changed version 1 ledger is not rewritten in the envelope:\n%s", again)
+	if !reflect.DeepEqual(reopened.All(), l.All()) || !reflect.DeepEqual(reopened.Reloads(), map[string]int64{ReloadValueRefused: 2, ReloadRequested: 1}) {
+		t.Fatalf("reopened: %+v %v", reopened.All(), reopened.Reloads())
+	}
+}
+
+// TestLedgerPutLoadKeepsFailures: the engine's record of a load in
+// progress (its progress, phase) never undoes a streak or a parking the
+// output recorded meanwhile; Update changes one entry in place.
+func TestLedgerPutLoadKeepsFailures(t *testing.T) {
+	l, err := OpenLedger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sampleEntry(7, "t")
+	if err := l.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	parked := parkedEntry(7, "t")
+	if _, ok, err := l.Update(7, func(x *Entry) bool { x.Streak, x.Parked = parked.Streak, parked.Parked; return true }); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	e.Rows = 99 // the load's stale copy, with its progress
+	if err := l.putLoad(e); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Get(7)
+	if got.Rows != 99 || got.Parked == nil || got.Streak != parked.Streak {
+		t.Fatalf("after putLoad: rows %d, parked %v, streak %+v", got.Rows, got.Parked, got.Streak)
+	}
+	if _, ok, err := l.Update(8, func(*Entry) bool { t.Fatal("called for no entry"); return true }); ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// fn's changes to a parking reach the ledger only through its write.
+	if _, _, err := l.Update(7, func(x *Entry) bool { x.Parked.Count = 9; return false }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Get(7); got.Parked.Count != 2 {
+		t.Fatalf("an Update that wrote nothing changed the parking: %+v", got.Parked)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 type loadMetrics struct {
 	rows, bytes *service.MetricCounter // by table
 	failures    *service.MetricCounter // by table
+	loads       *service.MetricCounter // by table: load attempts, each a copy from the source
+	reloads     *service.MetricCounter // by reason: followed tables loaded again (ReloadReasons)
 	published   *service.MetricCounter
 	running     *service.MetricGauge
 	percent     *service.MetricGauge // by table, 0..100
@@ -22,6 +24,8 @@ func newLoadMetrics(m *service.Metrics) *loadMetrics {
 		rows:      m.NewCounter("walshadow_load_rows_total", "table"),
 		bytes:     m.NewCounter("walshadow_load_bytes_total", "table"),
 		failures:  m.NewCounter("walshadow_load_failures_total", "table"),
+		loads:     m.NewCounter("walshadow_loads_total", "table"),
+		reloads:   m.NewCounter("walshadow_table_reloads_total", "reason"),
 		published: m.NewCounter("walshadow_load_published_total"),
 		running:   m.NewGauge("walshadow_loads_running"),
 		percent:   m.NewGauge("walshadow_load_percent", "table"),

@@ -64,6 +64,18 @@ type Destination interface {
 	// output widened a column to hold the value and reset the relation
 	// (its load starts over, into a new delta table).
 	Widen(ctx context.Context, oid uint32, cause error) (bool, error)
+	// Local reports whether err, a load's failure, concerns only its
+	// table (false: every table's, or ClickHouse away): only such a
+	// failure, recurring identically, parks the table (park.go).
+	Local(err error) bool
+	// ParkingFor is what parking the table of e, whose load failed
+	// identically with cause, records: the conditions that could cure it
+	// as they stand now (Under) and the remedy (Since, Reason, At and
+	// Count are the engine's).
+	ParkingFor(e Entry, cause error) Parking
+	// Parked is told that the load of e is parked (called without the
+	// engine's lock): the table is not written until it is un-parked.
+	Parked(e Entry)
 }
 
 // Config is how the engine runs.

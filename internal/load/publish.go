@@ -78,7 +78,7 @@ func (l *Engine) publishLocked(ctx context.Context, e *Entry, loaded *clickhouse
 		return err
 	}
 	e.Phase = PhasePublishing
-	if err := l.ledger.Put(*e); err != nil {
+	if err := l.ledger.putLoad(*e); err != nil {
 		return err
 	}
 	return l.swap(ctx, *e)
@@ -163,7 +163,7 @@ func (l *Engine) takeName(ctx context.Context, e *Entry, staging, target, replac
 			if e.StagingUUID, err = l.dst.Conn().TableUUID(ctx, staging); err != nil {
 				return err
 			}
-			if err := l.ledger.Put(*e); err != nil {
+			if err := l.ledger.putLoad(*e); err != nil {
 				return err
 			}
 		}
@@ -217,7 +217,7 @@ func (l *Engine) finish(e *Entry) error {
 	e.Phase = PhaseDone
 	e.FinishedAt = time.Now().UTC()
 	e.LastError = ""
-	if err := l.ledger.Put(*e); err != nil {
+	if err := l.ledger.putLoad(*e); err != nil {
 		return err
 	}
 	took := e.FinishedAt.Sub(e.StartedAt)

@@ -42,6 +42,8 @@ func (d StateDir) Output() OutputDir { return OutputDir(d.join("clickhouse")) }
 //	loads.json      the initial-load ledger (internal/load)
 //	baseline.json   each relation's agreed ClickHouse table (internal/clickhouse)
 //	load-spill/     a base-backup load's spilled pages (internal/load/pagewalk)
+//	reload-requests/ the operator's requests to reload a table (`walshadow
+//	                reload`, internal/load), one file each until picked up
 type OutputDir string
 
 func (d OutputDir) join(name string) string { return filepath.Join(string(d), name) }
@@ -50,3 +52,6 @@ func (d OutputDir) Written() string   { return d.join(WrittenName) }
 func (d OutputDir) Loads() string     { return d.join(LoadsName) }
 func (d OutputDir) Baseline() string  { return d.join(BaselineName) }
 func (d OutputDir) LoadSpill() string { return d.join("load-spill") }
+
+// ReloadRequests is the directory of the operator's reload requests.
+func (d OutputDir) ReloadRequests() string { return d.join("reload-requests") }
