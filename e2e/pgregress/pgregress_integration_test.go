@@ -225,6 +225,7 @@ func TestRegressionSuite(t *testing.T) {
 			fmt.Fprintf(&report, "      walshadow logged: %s\n", line)
 		}
 	}
+	report.WriteString(reloadReport(stateDir, log))
 	t.Log("\n" + report.String())
 
 	if len(starts) != 1 || len(stops) > 0 {
@@ -321,6 +322,48 @@ func waitLoads(c *testrig.Child, stateDir string, timeout time.Duration) []strin
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// logRefill is the output's line for a table rebuilt empty at a rewrite
+// and refilled from the WAL instead of a reload (output/refill.go).
+var logRefill = regexp.MustCompile(` was rewritten at \S+ \(.*\): .* is rebuilt empty under the new shape`)
+
+// reloadReport says what the suite's reloads cost the source: the
+// reloads by reason as the load ledger counts them
+// (walshadow_table_reloads_total), and the rewrites refilled from the WAL
+// instead.
+func reloadReport(stateDir, log string) string {
+	ledger, err := load.OpenLedger(filepath.Join(stateDir, "clickhouse"))
+	if err != nil {
+		return fmt.Sprintf("reloads: reading the load ledger: %v\n", err)
+	}
+	counts := ledger.Reloads()
+	reasons := make([]string, 0, len(counts))
+	var total int64
+	for r, n := range counts {
+		reasons = append(reasons, r)
+		total += n
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "table reloads (each a copy from the source): %d", total)
+	for i, r := range reasons {
+		sep := ", "
+		if i == 0 {
+			sep = " ("
+		}
+		fmt.Fprintf(&b, "%s%s %d", sep, r, counts[r])
+	}
+	if len(reasons) > 0 {
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, "\nrewrites refilled from the WAL instead of a reload: %d\n", len(logRefill.FindAllStringIndex(log, -1)))
+	return b.String()
 }
 
 // sessionStarts returns the lines of a run's log that report a start of
