@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
@@ -594,7 +595,7 @@ func (r *statusReport) writeLoads(w io.Writer) {
 		if e.LastError != "" {
 			line += "; last error: " + e.LastError
 		}
-		fmt.Fprintf(w, "%s.%s\t%s\n", e.Schema, e.Table, line)
+		fmt.Fprintf(w, "%s\t%s\n", relName(e.Schema, e.Table), cell(line))
 	}
 }
 
@@ -635,7 +636,7 @@ func (r *statusReport) writeRequests(w io.Writer) {
 	}
 	fmt.Fprintf(w, "RELOAD REQUESTED\t%d table(s): the running walshadow reloads each within seconds (or at its next start)\n", len(r.requests))
 	for _, q := range r.requests {
-		fmt.Fprintf(w, "%s\trequested %s (%s)\n", q.Table, ago(r.now, q.At), q.At.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\trequested %s (%s)\n", cell(q.Table), ago(r.now, q.At), q.At.Format(time.RFC3339))
 	}
 }
 
@@ -666,17 +667,17 @@ func (r *statusReport) writeFailed(w io.Writer) {
 	for _, e := range failed {
 		p := e.Parked
 		if p == nil {
-			fmt.Fprintf(w, "%s.%s\tstate failed, reloading (%s, %s): %s\n", e.Schema, e.Table, e.Mode, e.Phase, e.Reason)
+			fmt.Fprintf(w, "%s\tstate failed, reloading (%s, %s): %s\n", relName(e.Schema, e.Table), e.Mode, e.Phase, cell(e.Reason))
 			continue
 		}
 		at := "during its load"
 		if p.At != 0 {
 			at = "at " + p.At.String()
 		}
-		fmt.Fprintf(w, "%s.%s\tstate failed, PARKED %s (since %s, the same failure %d times, %d loads of it): %s\n",
-			e.Schema, e.Table, at, ago(r.now, p.Since), p.Count, e.Loads, p.Reason)
+		fmt.Fprintf(w, "%s\tstate failed, PARKED %s (since %s, the same failure %d times, %d loads of it): %s\n",
+			relName(e.Schema, e.Table), at, ago(r.now, p.Since), p.Count, e.Loads, cell(p.Reason))
 		if p.Remedy != "" {
-			fmt.Fprintf(w, "\tremedy: %s\n", p.Remedy)
+			fmt.Fprintf(w, "\tremedy: %s\n", cell(p.Remedy))
 		}
 	}
 }
@@ -692,8 +693,23 @@ func (r *statusReport) writeLeft(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nNOT FOLLOWED\t%d table(s) left the scope: they keep their rows, no longer follow the source, and are loaded again if it returns\n", len(r.left))
 	for _, a := range r.left {
-		fmt.Fprintf(w, "%s.%s\t%s (oid %d)\n", a.Schema, a.Table, clickhouse.QuoteQualified(a.Target), a.Oid)
+		fmt.Fprintf(w, "%s\t%s (oid %d)\n", relName(a.Schema, a.Table), cell(clickhouse.QuoteQualified(a.Target)), a.Oid)
 	}
+}
+
+// relName is schema.table as one cell of the report (cell).
+func relName(schema, table string) string { return cell(schema + "." + table) }
+
+// cell is s as one cell of the report: a name or an error may hold any
+// character PostgreSQL accepts in an identifier, and a tab or a line
+// break in it would shift the columns or start a line of its own, so
+// control characters are written as Go escapes (\t, \n, \x7f).
+func cell(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // lag is how far behind `to` is `from`, in bytes.

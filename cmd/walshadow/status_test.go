@@ -386,6 +386,10 @@ func TestStatusParkedAndRequests(t *testing.T) {
 				Count: 2, Remedy: "give the column a type that holds every value"}},
 		{Oid: 16396, Schema: "public", Table: "healing", Mode: load.ModeCopy, Phase: load.PhaseLoading, Attempt: 1, StartedAt: since,
 			Reason: "failed at 0/5A3E000: cannot parse", FailedAt: mustLSN(t, "0/5A3E000")},
+		// A name with a tab and a line break stays on its own line, in
+		// its own column.
+		{Oid: 16397, Schema: "tab\tschema", Table: "nl\nname", Mode: load.ModeCopy, Phase: load.PhaseLoading, Attempt: 1, StartedAt: since,
+			Reason: "failed at 0/5A3F000: column \"a\tb\" refused", FailedAt: mustLSN(t, "0/5A3F000")},
 	} {
 		if err := ledger.Put(e); err != nil {
 			t.Fatal(err)
@@ -416,7 +420,8 @@ func TestStatusParkedAndRequests(t *testing.T) {
 		return regexp.MustCompile("(?m)^" + fmt.Sprintf(format, args...) + "$")
 	}
 	for _, want := range []*regexp.Regexp{
-		line(`FAILED\s+2 table\(s\) could not take a change, 1 of them PARKED: .*walshadow reload .*`),
+		line(`FAILED\s+3 table\(s\) could not take a change, 1 of them PARKED: .*walshadow reload .*`),
+		line(`tab\\tschema\.nl\\nname\s+state failed, reloading \(copy, loading\): failed at 0/5A3F000: column \\"a\\tb\\" refused`),
 		line(`public\.stuck\s+state failed, PARKED at 0/05A3D000 \(since 5 min \d s ago, the same failure 2 times, 3 loads of it\): initial load of public\.stuck, row 1: column "v": value 100000 does not fit Int8`),
 		line(`\s+remedy: give the column a type that holds every value`),
 		line(`public\.healing\s+state failed, reloading \(copy, loading\): failed at 0/5A3E000: cannot parse`),
