@@ -230,6 +230,16 @@ func (l *logLines) String() string {
 	return l.buf.String()
 }
 
+// logMatching logs (t.Log) the lines of the log that hold substr.
+func (l *logLines) logMatching(t testing.TB, substr string) {
+	t.Helper()
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, substr) {
+			t.Log(line)
+		}
+	}
+}
+
 // waitLog waits until the log holds substr.
 func (l *logLines) waitLog(t *testing.T, substr string, timeout time.Duration) {
 	t.Helper()

@@ -160,10 +160,6 @@ func TestInitialLoadUnderKeyChanges(t *testing.T) {
 	r.compareAll(t)
 	r.assertNoLoadTables(t)
 	if t.Failed() {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "initial load") {
-				t.Log(line)
-			}
-		}
+		logs.logMatching(t, "initial load")
 	}
 }

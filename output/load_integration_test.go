@@ -94,11 +94,7 @@ func testInitialLoad(t *testing.T, mode load.Mode) {
 	run.stop(t)
 	r.compareAll(t)
 	if t.Failed() {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "initial load") {
-				t.Log(l)
-			}
-		}
+		logs.logMatching(t, "initial load")
 		t.Log(r.ch.HTTPQuery(t, "SELECT a, b, _lsn, _xid, _seq, _is_deleted FROM walshadow_test.`public.ld_log` FINAL WHERE b = 'late' ORDER BY a LIMIT 40 FORMAT TSV"))
 		t.Log(r.src.QueryString(t, "SELECT string_agg(a::text || ' ' || xmin::text, ', ' ORDER BY a) FROM ld_log WHERE b = 'late'"))
 	}

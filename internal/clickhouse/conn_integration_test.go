@@ -13,6 +13,19 @@ import (
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
+// convertValues is ConvertValue of each value for its column.
+func convertValues(t testing.TB, specs []ColumnSpec, values ...any) []any {
+	t.Helper()
+	out := make([]any, len(values))
+	for i, v := range values {
+		var err error
+		if out[i], err = ConvertValue(specs[i], v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
 func openTestConn(t *testing.T, ch *testrig.ClickHouse) *Conn {
 	t.Helper()
 	c, err := Open(context.Background(), ConnConfig{DSN: "clickhouse://" + ch.NativeAddr() + "/default", DialTimeout: 5 * time.Second})
@@ -247,17 +260,7 @@ func TestConnTableAndLookup(t *testing.T) {
 		t.Errorf("columns\n%v\nwant\n%v", gotCols, wantCols)
 	}
 
-	convert := func(specs []ColumnSpec, values ...any) []any {
-		t.Helper()
-		out := make([]any, len(values))
-		for i, v := range values {
-			var err error
-			if out[i], err = ConvertValue(specs[i], v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
+	convert := func(specs []ColumnSpec, values ...any) []any { return convertValues(t, specs, values...) }
 	keyA := convert(key, int64(1), "a'b", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "2020-02-29", json.Number("1.50"), "0044-03-15 BC")
 	keyB := convert(key, int64(1), "a'b", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "2020-02-29", json.Number("1.50"), "infinity")
 	keyAbsent := convert(key, int64(2), "a'b", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "2020-02-29", json.Number("1.50"), "infinity")

@@ -32,17 +32,7 @@ func TestLookupVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := append(append([]ColumnSpec(nil), cols...), SyntheticColumns(d)...)
-	convert := func(specs []ColumnSpec, values ...any) []any {
-		t.Helper()
-		out := make([]any, len(values))
-		for i, v := range values {
-			var err error
-			if out[i], err = ConvertValue(specs[i], v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
+	convert := func(specs []ColumnSpec, values ...any) []any { return convertValues(t, specs, values...) }
 	keyA, keyB, keyAbsent := convert(key, int64(1), "a'b"), convert(key, int64(2), "b"), convert(key, int64(3), "a'b")
 	version := func(k []any, lsn uint64, big any, deleted int64) []any {
 		v := append(append([]any(nil), k...), convert(data, big, "{1,NULL}")...)
