@@ -177,6 +177,11 @@ func shapeBefore(log *desclog.Log, oid uint32, lsn wal.LSN) *desclog.Descriptor 
 	return l.Desc
 }
 
+// madeLoggedWhy is followEvent's answer for a table made LOGGED: SET
+// LOGGED rewrites it, and the rewrite's rows are in the WAL
+// (refillFromRewrite), but no change of its UNLOGGED time is.
+const madeLoggedWhy = "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
+
 // rewrittenWhy is followEvent's answer for a table without a key that its
 // ALTER TABLE rewrote (refillFromRewrite takes it where the WAL holds the
 // rewrite's rows).
@@ -205,7 +210,7 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 	wasUnlogged := before != nil && before.Persistence == 'u'
 	switch {
 	case wasUnlogged && d.Persistence != 'u':
-		return "was made LOGGED (its rows from while it was UNLOGGED are not in the WAL)"
+		return madeLoggedWhy
 	case before != nil && before.Rfn != d.Rfn && clickhouse.LayoutOf(prev.OrderBy) != clickhouse.LayoutKeyed && event == desclog.EventChanged.String() && prev.ValidFrom < lsn:
 		// ALTER TABLE rewrote it (a type change, a volatile default): the
 		// WAL carries the rewrite as an insert of every row, which a table

@@ -23,7 +23,8 @@ import (
 // ClickHouse's own statements (a keyed table whose columns ClickHouse
 // converts exactly) the table keeps its rows and the inserts supersede
 // them by key, as before; otherwise the table is rebuilt empty under the
-// new shape — a new table beside it, swapped in by one RENAME, the old
+// new shape (and always after SET LOGGED: what ClickHouse holds of an
+// UNLOGGED table is stale) — a new table beside it, swapped in by one RENAME, the old
 // one dropped — instead of being reloaded from the source. A table
 // without a key (keyed by physical identity, which a rewrite changes for
 // every row) and a change log (which would log every row again) are
@@ -45,6 +46,10 @@ func (o *chOutput) refillFromRewrite(ctx context.Context, d *desclog.Descriptor,
 	}
 	keyed := clickhouse.LayoutOf(prev.OrderBy) == clickhouse.LayoutKeyed
 	switch {
+	case why == madeLoggedWhy:
+		// SET LOGGED rewrites the table: its rows are all in the WAL now,
+		// though none of its UNLOGGED time was.
+		return true, o.rebuildEmpty(ctx, d, prev, c, "made LOGGED")
 	case keyed && why != "":
 		return false, nil // followed again for another reason: its load
 	case !keyed && why != rewrittenWhy:

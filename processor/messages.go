@@ -280,18 +280,19 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *se
 
 // rewritten reports a changed event whose transaction wrote every row of
 // the relation into its new file as row changes (msg.KeyRewritten): the
-// file changed, the relation is logged before and after (an UNLOGGED
-// table's rows are not in the WAL), and no page of the new file was
-// copied whole. Within one ALTER TABLE transaction a relation's file is
+// file changed, the relation is logged after (an UNLOGGED table's rows
+// are not in the WAL; SET LOGGED rewrites into a logged file), and no
+// page of the new file was copied whole. Within one ALTER TABLE transaction a relation's file is
 // replaced by ATRewriteTable (a type change, a volatile default, SET
-// LOGGED, SET ACCESS METHOD: every live row inserted into the new file),
+// LOGGED, SET ACCESS METHOD: every live row inserted into the new file,
+// WAL-logged since the new file is permanent),
 // by TRUNCATE (an empty file) or by SET TABLESPACE (the old file's pages
 // copied as page images; VACUUM FULL and CLUSTER cannot run inside a
 // transaction block and change no shape): the page copies are what tells
 // the last apart, so a file with one is never called rewritten.
 func (p *decodeProcessor) rewritten(ev *desclog.Event) bool {
 	prev, d := ev.Prev, ev.Desc
-	return d != nil && prev.Rfn != d.Rfn && d.Rfn.RelNum != 0 && prev.Persistence == 'p' && d.Persistence == 'p' &&
+	return d != nil && prev.Rfn != d.Rfn && d.Rfn.RelNum != 0 && (prev.Persistence == 'p' || prev.Persistence == 'u') && d.Persistence == 'p' &&
 		!p.sess.PageCopied(d.Rfn)
 }
 
