@@ -22,9 +22,11 @@ import (
 //   - a relation that starts being followed while its rows are not in
 //     ClickHouse is loaded like a table seen at the first start: one back
 //     in scope after Left, one renamed into scope that was never followed
-//     (a table filled under another name, then renamed into place), one
-//     made LOGGED again. The reload publishes a fresh table; this output's
-//     stale one is dropped once it is (load.Entry.Stale).
+//     (a table filled under another name, then renamed into place). The
+//     reload publishes a fresh table; this output's stale one is dropped
+//     once it is (load.Entry.Stale). One made LOGGED again is refilled
+//     from SET LOGGED's rewrite instead (refill.go), the load being the
+//     fallback.
 //
 // With initial_load mode none such a table is not loaded: it resumes
 // following from the change, with a warning naming what it misses.

@@ -285,10 +285,12 @@
 //     values it stored is not PostgreSQL's (a Decimal's scale, an array's
 //     brackets and quoting, microseconds as an integer), so only the
 //     source's output functions give it: reload.
+//   - A table made LOGGED: SET LOGGED rewrites it into a logged file, so
+//     it is refilled from that rewrite like a type change.
 //   - A value the bridge cannot render (a type dropped before its row was
 //     decoded), a change the decoder cannot prove a shape for, a table
-//     made LOGGED (its rows of the UNLOGGED time are not in the WAL), a
-//     table that returns to the scope: reload.
+//     that returns to the scope (its changes while out of it were never
+//     decoded): reload.
 //
 // # Restarts
 //
