@@ -219,7 +219,7 @@ func (o *chOutput) followEvent(log *desclog.Log, event string, d *desclog.Descri
 		// without a key would hold twice.
 		return rewrittenWhy
 	case !wasUnlogged && d.Persistence == 'u':
-		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (which reloads it)",
+		o.log.Warnf("%s.%s was made UNLOGGED at %s: its changes are no longer in the WAL, so %s stops following it until it is made LOGGED again (whose rewrite refills it)",
 			d.Namespace, d.Name, lsn, clickhouse.QuoteQualified(prev.Target))
 	}
 	return ""
