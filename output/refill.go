@@ -44,6 +44,12 @@ func (o *chOutput) refillFromRewrite(ctx context.Context, d *desclog.Descriptor,
 	if !c.meta.Rewritten || prev == nil || prev.Dropped || prev.Left || o.loads.Loading(d.Oid) || o.loads.Running(d.Oid) {
 		return false, nil
 	}
+	if o.loads.Reflected(d.Oid, c.commitLSN, c.xid) {
+		// The table's published load saw the rewrite: it holds the rows
+		// the rewrite wrote, which the stream skips as the load's. (An
+		// empty rebuild would lose them.)
+		return false, nil
+	}
 	keyed := clickhouse.LayoutOf(prev.OrderBy) == clickhouse.LayoutKeyed
 	switch {
 	case why == madeLoggedWhy:
