@@ -57,6 +57,7 @@ const (
 	FieldDatabase      = "database"
 	FieldTLS           = "tls"
 	FieldCompression   = "compression"
+	FieldCluster       = "cluster"
 	FieldInclude       = "include"
 	FieldExclude       = "exclude"
 	FieldTables        = "tables"
@@ -154,6 +155,10 @@ dropped there.`).
 				Secret(),
 			service.NewStringField(FieldDatabase).
 				Description("Target database of tables without their own; empty means the DSN's database, else `default`. Created if missing.").
+				Default(""),
+			service.NewStringField(FieldCluster).
+				Description("A cluster of the server's `remote_servers` (`system.clusters`) to replicate into: every statement runs `ON CLUSTER` and tables are `ReplicatedReplacingMergeTree`, so every node holds every row. Empty: the one server the DSN names. Clusters of one shard only so far. See docs/clusters.md.").
+				Example("ws").
 				Default(""),
 			service.NewTLSToggledField(FieldTLS),
 			service.NewStringEnumField(FieldCompression, "lz4", "zstd", "none").
@@ -278,6 +283,7 @@ func newOutputFromConfig(conf *service.ParsedConfig, mgr *service.Resources) (*c
 	s.conn.DSN = str(FieldDSN)
 	s.database = str(FieldDatabase)
 	s.conn.Compression = str(FieldCompression)
+	s.conn.Cluster = str(FieldCluster)
 	s.drop = clickhouse.DropStrategy(str(fieldDropStrategy))
 	s.maxInFlight = num(fieldMaxInFlight)
 	s.batchRows = num(fieldBatchRows)

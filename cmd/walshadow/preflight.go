@@ -277,6 +277,7 @@ func parseOutput(conf map[string]any) outputCheck {
 	o.conn.DSN = str(output.FieldDSN)
 	o.database = str(output.FieldDatabase)
 	o.conn.Compression = str(output.FieldCompression)
+	o.conn.Cluster = str(output.FieldCluster)
 	var e1, e2, e3 error
 	o.include, e1 = parsed.FieldStringList(output.FieldInclude)
 	o.exclude, e2 = parsed.FieldStringList(output.FieldExclude)

@@ -34,6 +34,9 @@ type ConnConfig struct {
 	DialTimeout, ReadTimeout time.Duration
 	// MaxOpenConns: 0 keeps clickhouse-go's default.
 	MaxOpenConns int
+	// Cluster names the cluster (remote_servers) the tables live on; ""
+	// for one server (Topology).
+	Cluster string
 }
 
 const (
@@ -48,6 +51,7 @@ const (
 type Conn struct {
 	native   driver.Conn
 	dialect  Dialect
+	topology Topology
 	database string
 	hosts    string
 }
@@ -118,9 +122,51 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 		native.Close()
 		return nil, fmt.Errorf("%s: %w", who, err)
 	}
+	if cfg.Cluster != "" {
+		if c.topology, err = readTopology(ctx, native, cfg.Cluster); err != nil {
+			native.Close()
+			return nil, fmt.Errorf("%s: %w", who, err)
+		}
+		c.dialect.Replicated = true
+	}
 	c.native = native
 	return c, nil
 }
+
+// readTopology reads cluster's nodes from system.clusters.
+func readTopology(ctx context.Context, native driver.Conn, cluster string) (Topology, error) {
+	rows, err := native.Query(ctx, "SELECT cluster, host_name, port, shard_num, replica_num, is_local FROM system.clusters")
+	if err != nil {
+		return Topology{}, fmt.Errorf("reading system.clusters: %w", err)
+	}
+	defer rows.Close()
+	var nodes []Node
+	known := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var n Node
+		var local uint8
+		if err := rows.Scan(&name, &n.Host, &n.Port, &n.Shard, &n.Replica, &local); err != nil {
+			return Topology{}, fmt.Errorf("reading system.clusters: %w", err)
+		}
+		known[name] = true
+		if name == cluster {
+			n.Local = local == 1
+			nodes = append(nodes, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Topology{}, fmt.Errorf("reading system.clusters: %w", err)
+	}
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	return NewTopology(cluster, nodes, names)
+}
+
+// Topology is the destination's, from system.clusters at Open.
+func (c *Conn) Topology() Topology { return c.topology }
 
 // Dialect is the server's, from SELECT version() at Open.
 func (c *Conn) Dialect() Dialect { return c.dialect }
@@ -136,6 +182,10 @@ func (c *Conn) Close() error { return c.native.Close() }
 
 // Exec runs one statement.
 func (c *Conn) Exec(ctx context.Context, sql string) error {
+	sql, err := c.topology.Distribute(sql)
+	if err != nil {
+		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
+	}
 	if err := c.native.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
 	}
@@ -617,4 +667,22 @@ func (c *Conn) InsertBlockRetrying(ctx context.Context, t Target, b *Block, p Re
 		}
 		wait = min(2*wait, p.Max)
 	}
+}
+
+// CreateLike creates t with like's structure and engine: CREATE TABLE t
+// AS like on one server; on a cluster with like's engine under a new
+// ZooKeeper path (CreateLikeReplicated), read from SHOW CREATE TABLE.
+func (c *Conn) CreateLike(ctx context.Context, t, like Target) error {
+	sql := "CREATE TABLE " + QuoteQualified(t) + " AS " + QuoteQualified(like)
+	if c.dialect.Replicated {
+		var shown string
+		if err := c.native.QueryRow(ctx, "SHOW CREATE TABLE "+QuoteQualified(like)).Scan(&shown); err != nil {
+			return fmt.Errorf("reading the definition of %s on ClickHouse at %s: %w", QuoteQualified(like), c.hosts, err)
+		}
+		var err error
+		if sql, err = CreateLikeReplicated(t, like, shown, ReplicaPath()); err != nil {
+			return err
+		}
+	}
+	return c.Exec(ctx, sql)
 }

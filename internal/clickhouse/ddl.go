@@ -236,6 +236,9 @@ type TableOptions struct {
 	// Settings are rendered as SETTINGS name = value; numeric values stay
 	// bare, others become string literals.
 	Settings []Setting
+	// ReplicaPath is the ZooKeeper path of a Replicated table
+	// (Dialect.Replicated); "" for a new random one (ReplicaPath()).
+	ReplicaPath string
 }
 
 var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -313,14 +316,20 @@ func CreateTable(d Dialect, target Target, cols []ColumnSpec, key []string, opts
 		b.WriteByte('\n')
 	}
 	b.WriteString(")\n")
-	switch {
-	case len(quotedKey) == 0:
-		// Without is_deleted on every dialect: the delete images count.
-		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ")")
-	case d.IsDeletedEngineArg:
-		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ", " + QuoteIdent(ColIsDeleted) + ")")
-	default:
-		b.WriteString("ENGINE = ReplacingMergeTree(" + QuoteIdent(ColLSN) + ")")
+	// Without is_deleted on every dialect for a change log: the delete
+	// images count.
+	args := QuoteIdent(ColLSN)
+	if len(quotedKey) > 0 && d.IsDeletedEngineArg {
+		args += ", " + QuoteIdent(ColIsDeleted)
+	}
+	if d.Replicated {
+		path := opts.ReplicaPath
+		if path == "" {
+			path = ReplicaPath()
+		}
+		b.WriteString("ENGINE = " + replicatedEngine(path, args))
+	} else {
+		b.WriteString("ENGINE = ReplacingMergeTree(" + args + ")")
 	}
 	// Clause order as ClickHouse documents it: PARTITION BY, then ORDER BY.
 	if opts.PartitionBy != "" {

@@ -54,6 +54,10 @@ type Dialect struct {
 	// setting allow_nullable_key (20.12). The renderer never relies on it:
 	// key columns are always rendered non-Nullable.
 	NullableKey bool
+	// Replicated: the destination is a cluster (Topology): tables are
+	// ReplicatedReplacingMergeTree under a ZooKeeper path of their own.
+	// Not a property of the version: the connection sets it.
+	Replicated bool
 }
 
 // DialectFor returns the capabilities of server version v.

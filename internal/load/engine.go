@@ -473,10 +473,6 @@ func (l *Engine) prepareStaging(ctx context.Context, e *Entry, a *clickhouse.Agr
 // step, which the copy of its structure must not fall between.
 func (l *Engine) makeStaging(ctx context.Context, e *Entry, a *clickhouse.Agreed) error {
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	stmts := []string{
-		clickhouse.DropTable(staging),
-		fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(staging), clickhouse.QuoteQualified(a.Target)),
-	}
 	return l.dst.WithLock(ctx, func() error {
 		if now := l.store.Get(e.Oid); now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
 			return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
@@ -485,10 +481,11 @@ func (l *Engine) makeStaging(ctx context.Context, e *Entry, a *clickhouse.Agreed
 		if conn == nil {
 			return fmt.Errorf("the output is not connected")
 		}
-		for _, s := range stmts {
-			if err := conn.Exec(ctx, s); err != nil {
-				return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
-			}
+		if err := conn.Exec(ctx, clickhouse.DropTable(staging)); err != nil {
+			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
+		}
+		if err := conn.CreateLike(ctx, staging, a.Target); err != nil {
+			return fmt.Errorf("preparing the staging table %s: %w", clickhouse.QuoteQualified(staging), err)
 		}
 		return nil
 	})

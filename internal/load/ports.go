@@ -25,6 +25,7 @@ type Source interface {
 type Conn interface {
 	Dialect() clickhouse.Dialect
 	Exec(ctx context.Context, sql string) error
+	CreateLike(ctx context.Context, t, like clickhouse.Target) error
 	Table(ctx context.Context, t clickhouse.Target) (clickhouse.CHTable, error)
 	TableUUID(ctx context.Context, t clickhouse.Target) (string, error)
 	DatabaseEngine(ctx context.Context, database string) (string, error)

@@ -39,6 +39,9 @@ func ClickHouse(ctx context.Context, cfg clickhouse.ConnConfig, database string)
 	}
 	defer conn.Close()
 	fs.info("clickhouse_version", describeDialect(conn.Dialect()))
+	if topo := conn.Topology(); topo.Cluster != "" {
+		fs.info("clickhouse_cluster", topo.String())
+	}
 	if database == "" {
 		database = conn.Database()
 	}
@@ -111,7 +114,11 @@ func (fs *findings) checkCHWrite(ctx context.Context, conn *clickhouse.Conn, dat
 	table := clickhouse.QuoteQualified(target)
 	remedy := fmt.Sprintf("let the output's user create, insert into and drop tables in %s (not readonly; allow_databases in users.xml, or GRANT CREATE TABLE, INSERT, DROP TABLE ON %s.* on servers with SQL access control)",
 		clickhouse.QuoteIdent(database), clickhouse.QuoteIdent(database))
-	if err := conn.Exec(ctx, "CREATE TABLE "+table+" (`x` UInt8, `_lsn` UInt64) ENGINE = ReplacingMergeTree(`_lsn`) ORDER BY `x`"); err != nil {
+	create, err := clickhouse.CreateTable(conn.Dialect(), target, []clickhouse.ColumnSpec{{Name: "x", Type: clickhouse.ColumnType{Type: "UInt8", Repr: clickhouse.ReprInt}}}, []string{"x"}, clickhouse.TableOptions{})
+	if err == nil {
+		err = conn.Exec(ctx, create)
+	}
+	if err != nil {
 		fs.fail("clickhouse_write", fmt.Sprintf("cannot create a table in database %s: %v", clickhouse.QuoteIdent(database), err), remedy)
 		return
 	}
