@@ -80,6 +80,9 @@ func (f *fakeConn) Exec(_ context.Context, sql string) error {
 	f.events = append(f.events, "exec "+sql)
 	return nil
 }
+func (f *fakeConn) CreateLike(ctx context.Context, t, like clickhouse.Target) error {
+	return f.Exec(ctx, "CREATE TABLE "+clickhouse.QuoteQualified(t)+" AS "+clickhouse.QuoteQualified(like))
+}
 func (f *fakeConn) Boot(context.Context) (clickhouse.Boot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
