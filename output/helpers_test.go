@@ -40,13 +40,22 @@ type rig struct {
 
 func newRig(t testing.TB, opts ...testrig.PGOption) *rig {
 	t.Helper()
+	return newRigOn(t, testrig.StartClickHouse(t), opts...)
+}
+
+// newRigOn is newRig writing into ch (a cluster's node A).
+func newRigOn(t testing.TB, ch *testrig.ClickHouse, opts ...testrig.PGOption) *rig {
+	t.Helper()
 	src := testrig.StartPostgres(t, opts...)
-	return &rig{src: src, ch: testrig.StartClickHouse(t), bridgeDir: testrig.BuildPgext(t, src.BinDir()),
+	return &rig{src: src, ch: ch, bridgeDir: testrig.BuildPgext(t, src.BinDir()),
 		stateDir: testrig.NewStateDir(t, src), slot: "walshadow_ch", shadowPort: testrig.FreePort(t)}
 }
 
 // dsn is the ClickHouse DSN the output uses.
-func (r *rig) dsn() string { return "clickhouse://default:@" + r.ch.NativeAddr() + "/default" }
+func (r *rig) dsn() string { return nodeDSN(r.ch) }
+
+// nodeDSN is the DSN of one server.
+func nodeDSN(ch *testrig.ClickHouse) string { return "clickhouse://default:@" + ch.NativeAddr() + "/default" }
 
 // yaml is the reference pipeline with outputYAML (indented under
 // clickhouse_ddl:) as the output's extra settings.
@@ -149,13 +158,19 @@ func (r *rig) compareAll(t *testing.T) {
 // compareIn is compareAll over the tables of the given schemas.
 func (r *rig) compareIn(t *testing.T, schemas ...string) {
 	t.Helper()
+	r.compareOn(t, r.dsn(), schemas...)
+}
+
+// compareOn is compareIn reading ClickHouse at dsn.
+func (r *rig) compareOn(t *testing.T, dsn string, schemas ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	store, err := clickhouse.OpenStore(filepath.Join(r.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: r.dsn()})
+	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: dsn})
 	if err != nil {
 		t.Fatal(err)
 	}
