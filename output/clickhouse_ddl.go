@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -551,12 +552,17 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		if err := rep.Err(); err != nil {
 			return err
 		}
-		conn, err := clickhouse.Open(ctx, o.s.conn)
+		cfg := o.s.conn
+		cfg.OnClusterWait = func(stmt string, missing []string, waited time.Duration) {
+			o.log.Warnf("ClickHouse cluster %s: %s waits on node(s) %s for %s; counted applied only once every node has run it",
+				clickhouse.QuoteIdent(cfg.Cluster), stmt, strings.Join(missing, ", "), waited)
+		}
+		conn, err := clickhouse.Open(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("connecting to ClickHouse: %w", err)
 		}
 		o.conn = conn
-		o.log.Infof("ClickHouse %s: rendering for its dialect", conn.Dialect().Version)
+		o.log.Infof("ClickHouse %s: rendering for its dialect; tables on %s", conn.Dialect().Version, conn.Topology())
 		o.noteServer(ctx)
 	}
 	if o.store == nil {

@@ -37,6 +37,9 @@ type ConnConfig struct {
 	// Cluster names the cluster (remote_servers) the tables live on; ""
 	// for one server (Topology).
 	Cluster string
+	// OnClusterWait, when set, hears of a statement ON CLUSTER waiting on
+	// nodes that have not run it.
+	OnClusterWait ClusterWait
 }
 
 const (
@@ -52,6 +55,7 @@ type Conn struct {
 	native   driver.Conn
 	dialect  Dialect
 	topology Topology
+	onWait   ClusterWait
 	database string
 	hosts    string
 }
@@ -96,7 +100,7 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if cfg.MaxOpenConns > 0 {
 		opts.MaxOpenConns = cfg.MaxOpenConns
 	}
-	c := &Conn{database: opts.Auth.Database, hosts: strings.Join(opts.Addr, ",")}
+	c := &Conn{database: opts.Auth.Database, hosts: strings.Join(opts.Addr, ","), onWait: cfg.OnClusterWait}
 	if c.database == "" {
 		c.database = "default"
 	}
@@ -182,9 +186,15 @@ func (c *Conn) Close() error { return c.native.Close() }
 
 // Exec runs one statement.
 func (c *Conn) Exec(ctx context.Context, sql string) error {
-	sql, err := c.topology.Distribute(sql)
+	distributed, err := c.topology.Distribute(sql)
 	if err != nil {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
+	}
+	if distributed != sql {
+		if err := c.execOnCluster(ctx, distributed); err != nil {
+			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
+		}
+		return nil
 	}
 	if err := c.native.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)

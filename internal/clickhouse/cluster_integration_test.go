@@ -1,0 +1,102 @@
+package clickhouse
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// TestClusterDDLWaitsForEveryNode: with node B stopped, a statement ON
+// CLUSTER issued through node A does not return once A has run it; the
+// node it waits on is named; it returns when B is back and has run it,
+// and B then holds the table, Replicated, with A's rows.
+func TestClusterDDLWaitsForEveryNode(t *testing.T) {
+	defer func(w time.Duration) { ddlServerWait = w }(ddlServerWait)
+	ddlServerWait = 2 * time.Second
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
+	a, b := cluster.Nodes[0], cluster.Nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	var waits [][]string
+	conn, err := Open(ctx, ConnConfig{DSN: cluster.NodeDSN(0, "default"), Cluster: testrig.ClusterName,
+		OnClusterWait: func(stmt string, missing []string, waited time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("waiting %s on %v: %s", waited, missing, stmt)
+			waits = append(waits, missing)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if topo := conn.Topology(); len(topo.Nodes) != 2 || topo.Shards() != 1 || !conn.Dialect().Replicated {
+		t.Fatalf("topology %s, replicated %v", topo, conn.Dialect().Replicated)
+	}
+	if _, err := Open(ctx, ConnConfig{DSN: cluster.NodeDSN(0, "default"), Cluster: "nope"}); err == nil || !strings.Contains(err.Error(), "cluster `nope` is not in the server's system.clusters (its clusters: ") ||
+		!strings.Contains(err.Error(), "`"+testrig.ClusterName+"`") {
+		t.Errorf("unknown cluster: %v", err)
+	}
+
+	target := Target{Database: "cl", Table: "public.t"}
+	create, err := CreateDatabase(target.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Exec(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	b.StopServer(t)
+	spec := ColumnSpec{Name: "id", Type: ColumnType{Type: "Int64", Repr: ReprInt}}
+	table, err := CreateTable(conn.Dialect(), target, []ColumnSpec{spec}, []string{"id"}, TableOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	started := time.Now()
+	go func() { done <- conn.Exec(ctx, table) }()
+	select {
+	case err := <-done:
+		t.Fatalf("CREATE returned with node B down after %s: %v", time.Since(started), err)
+	case <-time.After(8 * time.Second):
+	}
+	mu.Lock()
+	named := len(waits) > 0 && len(waits[len(waits)-1]) == 1 && waits[len(waits)-1][0] == b.NativeAddr()
+	mu.Unlock()
+	if !named {
+		t.Errorf("node B (%s) not named while waited on: %v", b.NativeAddr(), waits)
+	}
+	if got := a.HTTPQuery(t, "SELECT engine FROM system.tables WHERE database = 'cl'"); got != "ReplicatedReplacingMergeTree" {
+		t.Errorf("node A: %q", got)
+	}
+	if err := conn.Insert(ctx, target, []ColumnSpec{spec, {Name: ColLSN, Type: ColumnType{Type: "UInt64", Repr: ReprInt}}}, [][]any{{int64(1), uint64(10)}, {int64(2), uint64(11)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.StartServer(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("CREATE after node B returned: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("CREATE did not return within 2 minutes of node B's return")
+	}
+	t.Logf("CREATE returned %s after it was issued", time.Since(started).Round(time.Second))
+	b.HTTPQuery(t, "SYSTEM SYNC REPLICA cl.`public.t`")
+	if got := b.HTTPQuery(t, "SELECT count() FROM cl.`public.t` FINAL"); got != "2" {
+		t.Errorf("node B holds %s rows, want 2", got)
+	}
+	for _, sql := range []string{DropTable(target), "DROP TABLE IF EXISTS `cl`.`x`"} {
+		if err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'cl'"); got != "0" {
+		t.Errorf("node B still holds %s tables after DROP ON CLUSTER", got)
+	}
+}
