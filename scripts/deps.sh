@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages walshadow's tests and demo need, when missing:
 # PostgreSQL 15 (server, contrib, headers for pgext), ClickHouse, and curl
-# (the demo talks to ClickHouse's HTTP interface).
+# (the demo talks to ClickHouse's HTTP interface). With the argument test it
+# also installs ZooKeeper and a Java runtime, which only the tests' ClickHouse
+# cluster (internal/testrig) runs: the demo does without them.
 set -euo pipefail
 want=(postgresql-15 postgresql-server-dev-15 clickhouse-server clickhouse-client curl)
+case "${1:-}" in
+  "") ;;
+  test) want+=(zookeeper default-jre-headless) ;;
+  *) echo "usage: $0 [test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -35,6 +35,15 @@ type ClickHouse struct {
 	exited   chan struct{} // closed when the process has been reaped
 	waitErr  error
 	client   *http.Client
+	// frozen: FreezeServer stopped the process (SIGSTOP); stop and
+	// KillServer continue it first, or SIGTERM would wait for ever.
+	frozen bool
+
+	// Set for a node of a ClickHouseCluster only: the cluster it belongs
+	// to, its index in Nodes and its replication (interserver) port.
+	cluster         *ClickHouseCluster
+	node            int
+	interserverPort int
 }
 
 // StartClickHouse starts clickhouse-server listening on 127.0.0.1 only, on
@@ -45,15 +54,7 @@ func StartClickHouse(t testing.TB) *ClickHouse {
 	skipIfShort(t, "ClickHouse")
 	ch := &ClickHouse{bin: ClickHouseBin(t), client: &http.Client{Timeout: 2 * time.Minute}}
 	ch.dir = newServerDir(t, "walshadow-ch-", nil)
-	ch.logPath = filepath.Join(ch.dir.path, "log", "clickhouse-server.log")
-	ch.errPath = filepath.Join(ch.dir.path, "log", "clickhouse-server.err.log")
-	ch.dir.logs = []string{ch.logPath, filepath.Join(ch.dir.path, "stdout.log")}
-	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log"} {
-		if err := os.Mkdir(filepath.Join(ch.dir.path, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(ch.dir.path, "users.xml"), []byte(clickHouseUsersXML), 0o644); err != nil {
+	if err := ch.prepareDir(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -75,6 +76,20 @@ func StartClickHouse(t testing.TB) *ClickHouse {
 }
 
 var errAddrInUse = errors.New("address already in use")
+
+// prepareDir lays out ch.dir (which exists) for a server: its
+// subdirectories, users.xml, and the log paths.
+func (ch *ClickHouse) prepareDir() error {
+	ch.logPath = filepath.Join(ch.dir.path, "log", "clickhouse-server.log")
+	ch.errPath = filepath.Join(ch.dir.path, "log", "clickhouse-server.err.log")
+	ch.dir.logs = []string{ch.logPath, filepath.Join(ch.dir.path, "stdout.log")}
+	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log"} {
+		if err := os.Mkdir(filepath.Join(ch.dir.path, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(ch.dir.path, "users.xml"), []byte(clickHouseUsersXML), 0o644)
+}
 
 func (ch *ClickHouse) start() error {
 	var err error
@@ -153,6 +168,7 @@ func (ch *ClickHouse) stop() error {
 	// The server waits for open connections, keep-alive ones included,
 	// before it exits.
 	ch.client.CloseIdleConnections()
+	ch.thaw()
 	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -193,10 +209,25 @@ func (ch *ClickHouse) Query(ctx context.Context, sql string) (string, error) {
 	return ch.query(ctx, sql)
 }
 
+// QueryWithSettings is Query with settings for this query alone (as SET
+// would give a session), e.g. insert_distributed_sync or
+// distributed_ddl_task_timeout: 18.16 has no SETTINGS clause on DDL.
+func (ch *ClickHouse) QueryWithSettings(ctx context.Context, sql string, settings map[string]string) (string, error) {
+	return ch.querySettings(ctx, sql, settings)
+}
+
 func (ch *ClickHouse) query(ctx context.Context, sql string) (string, error) {
+	return ch.querySettings(ctx, sql, nil)
+}
+
+func (ch *ClickHouse) querySettings(ctx context.Context, sql string, settings map[string]string) (string, error) {
+	params := url.Values{"database": {"default"}}
+	for k, v := range settings {
+		params.Set(k, v)
+	}
 	// The query goes in the body: 18.16 accepts any statement there and the
 	// URL stays short.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ch.HTTPURL()+"?"+url.Values{"database": {"default"}}.Encode(), strings.NewReader(sql))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ch.HTTPURL()+"?"+params.Encode(), strings.NewReader(sql))
 	if err != nil {
 		return "", err
 	}
@@ -217,7 +248,8 @@ func (ch *ClickHouse) query(ctx context.Context, sql string) (string, error) {
 
 func (ch *ClickHouse) configXML() string {
 	d := ch.dir.path
-	// No interserver_http_port: without replicated tables it stays disabled.
+	// No interserver_http_port unless the server is a cluster node: without
+	// replicated tables it stays disabled.
 	return fmt.Sprintf(`<?xml version="1.0"?>
 <yandex>
     <logger>
@@ -250,8 +282,8 @@ func (ch *ClickHouse) configXML() string {
         <table>part_log</table>
         <flush_interval_milliseconds>1000</flush_interval_milliseconds>
     </part_log>
-</yandex>
-`, d, ch.httpPort, ch.tcpPort)
+%[4]s</yandex>
+`, d, ch.httpPort, ch.tcpPort, ch.clusterXML())
 }
 
 // clickHouseUsersXML: user default without password, from loopback only.
@@ -326,6 +358,7 @@ func (ch *ClickHouse) KillServer(t testing.TB) {
 	default:
 	}
 	ch.client.CloseIdleConnections()
+	ch.thaw()
 	if err := ch.cmd.Process.Kill(); err != nil {
 		t.Fatalf("killing clickhouse: %v", err)
 	}
@@ -383,4 +416,44 @@ func (ch *ClickHouse) restartOnSamePorts() error {
 			return fmt.Errorf("clickhouse-server did not answer SELECT 1 on port %d within %v", ch.httpPort, clickHouseStartTimeout)
 		}
 	}
+}
+
+// FreezeServer stops the server process with SIGSTOP, as a stalled machine
+// would: its ports stay bound and connections open but nothing answers,
+// and to ZooKeeper and its peers it looks hung rather than gone.
+// ThawServer continues it; StopServer and KillServer continue it first.
+func (ch *ClickHouse) FreezeServer(t testing.TB) {
+	t.Helper()
+	if ch.cmd == nil {
+		t.Fatal("clickhouse: FreezeServer on a stopped server")
+	}
+	if ch.frozen {
+		return
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("freezing clickhouse: %v", err)
+	}
+	ch.frozen = true
+}
+
+// ThawServer continues a server FreezeServer stopped (SIGCONT).
+func (ch *ClickHouse) ThawServer(t testing.TB) {
+	t.Helper()
+	if ch.cmd == nil {
+		t.Fatal("clickhouse: ThawServer on a stopped server")
+	}
+	if err := ch.thaw(); err != nil {
+		t.Fatalf("thawing clickhouse: %v", err)
+	}
+}
+
+func (ch *ClickHouse) thaw() error {
+	if !ch.frozen {
+		return nil
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	ch.frozen = false
+	return nil
 }
