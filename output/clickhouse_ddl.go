@@ -557,6 +557,9 @@ func (o *chOutput) Connect(ctx context.Context) error {
 			o.log.Warnf("ClickHouse cluster %s: %s waits on node(s) %s for %s; counted applied only once every node has run it",
 				clickhouse.QuoteIdent(cfg.Cluster), stmt, strings.Join(missing, ", "), waited)
 		}
+		cfg.OnFailover = func(from, to string, err error) {
+			o.log.Warnf("ClickHouse %s failed (%v): writing to %s now; the first read there waits until it holds every part %s took", from, err, to, from)
+		}
 		conn, err := clickhouse.Open(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("connecting to ClickHouse: %w", err)

@@ -3,6 +3,9 @@ package output_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +75,79 @@ func syncReplicas(t *testing.T, node *testrig.ClickHouse, database string) {
 			t.Fatalf("syncing %s: %v", name, err)
 		}
 	}
+}
+
+// TestClusterReplicaFailover runs pgbench against the source while node A
+// of a two-replica cluster, first in the output's DSN, is stopped for
+// 30 s, and then node B, which the output moved to, is frozen (SIGSTOP)
+// for 30 s: the output moves to node B and back to A without a session
+// restart, and every table ends equal through both nodes.
+func TestClusterReplicaFailover(t *testing.T) {
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
+	a, b := cluster.Nodes[0], cluster.Nodes[1]
+	r := newRigOn(t, a)
+	// A frozen node answers nothing: its reads time out after 10 s and
+	// the connection moves on.
+	r.chDSN = cluster.DSN("default") + "?read_timeout=10s&dial_timeout=3s"
+	r.src.Exec(t, "CREATE TABLE before_pgbench (id int PRIMARY KEY, v text)")
+	pgbenchInit(t, r.src)
+	logs := &logLines{}
+	run := r.startLogged(t, "cluster: "+testrig.ClusterName+"\n", logs)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bench := make(chan error, 1)
+	go func() { bench <- pgbench(ctx, r.src, 4, 110) }()
+	time.Sleep(15 * time.Second)
+	t.Log("stopping node A for 30 s")
+	a.StopServer(t)
+	time.Sleep(30 * time.Second)
+	a.StartServer(t)
+	time.Sleep(15 * time.Second)
+	t.Log("freezing node B for 30 s")
+	b.FreezeServer(t)
+	time.Sleep(30 * time.Second)
+	b.ThawServer(t)
+	if err := <-bench; err != nil {
+		t.Fatal(err)
+	}
+	r.src.Exec(t, "INSERT INTO before_pgbench VALUES (1, 'done')")
+	r.waitCH(t, run, "SELECT count() FROM "+chTable("public", "before_pgbench")+" FINAL WHERE _is_deleted = 0", "1", 3*time.Minute)
+	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
+	run.stop(t)
+	logs.logMatching(t, "level=WARN")
+	logs.logMatching(t, "level=ERROR")
+	if !strings.Contains(logs.String(), "writing to "+b.NativeAddr()) {
+		t.Errorf("the output never moved to node B")
+	}
+	// A frozen node fails reads after read_timeout, but a write into its
+	// full socket buffer just waits: the output moves back to A, or
+	// waits out the freeze, depending on what it was doing.
+	t.Logf("moved back to node A while B was frozen: %v", strings.Contains(logs.String(), "writing to "+a.NativeAddr()))
+	for i, node := range cluster.Nodes {
+		syncReplicas(t, node, "walshadow_test")
+		t.Logf("node %c:", 'A'+i)
+		r.compareOn(t, nodeDSN(node), "public")
+	}
+}
+
+// pgbenchInit creates pgbench's tables at scale 1 on src.
+func pgbenchInit(t *testing.T, src *testrig.Postgres) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(src.BinDir(), "pgbench"), "-i", "-q", "-s", "1", src.DSN())
+	cmd.Env = testrig.CleanPGEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgbench -i: %v\n%s", err, out)
+	}
+}
+
+// pgbench runs pgbench's default script with clients for seconds.
+func pgbench(ctx context.Context, src *testrig.Postgres, clients, seconds int) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(src.BinDir(), "pgbench"), "-n", "-c", strconv.Itoa(clients), "-j", "2",
+		"-T", strconv.Itoa(seconds), src.DSN())
+	cmd.Env = testrig.CleanPGEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgbench -c %d -T %d: %w\n%s", clients, seconds, err, out)
+	}
+	return nil
 }

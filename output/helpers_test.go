@@ -36,6 +36,9 @@ type rig struct {
 	shadowPort int
 	// editPipeline, when set, rewrites the pipeline's YAML before it runs.
 	editPipeline func(string) string
+	// chDSN, when set, is the output's DSN instead of ch's (a cluster's
+	// several hosts).
+	chDSN string
 }
 
 func newRig(t testing.TB, opts ...testrig.PGOption) *rig {
@@ -52,10 +55,17 @@ func newRigOn(t testing.TB, ch *testrig.ClickHouse, opts ...testrig.PGOption) *r
 }
 
 // dsn is the ClickHouse DSN the output uses.
-func (r *rig) dsn() string { return nodeDSN(r.ch) }
+func (r *rig) dsn() string {
+	if r.chDSN != "" {
+		return r.chDSN
+	}
+	return nodeDSN(r.ch)
+}
 
 // nodeDSN is the DSN of one server.
-func nodeDSN(ch *testrig.ClickHouse) string { return "clickhouse://default:@" + ch.NativeAddr() + "/default" }
+func nodeDSN(ch *testrig.ClickHouse) string {
+	return "clickhouse://default:@" + ch.NativeAddr() + "/default"
+}
 
 // yaml is the reference pipeline with outputYAML (indented under
 // clickhouse_ddl:) as the output's extra settings.

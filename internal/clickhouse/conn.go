@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,6 +41,9 @@ type ConnConfig struct {
 	// OnClusterWait, when set, hears of a statement ON CLUSTER waiting on
 	// nodes that have not run it.
 	OnClusterWait ClusterWait
+	// OnFailover, when set, hears of the connection moving to another
+	// host of the DSN (a cluster's only: failover.go).
+	OnFailover Failover
 }
 
 const (
@@ -52,12 +56,23 @@ const (
 // Conn is an open connection pool to one ClickHouse server (or a list of
 // replicas tried in order), with the server's dialect.
 type Conn struct {
-	native   driver.Conn
 	dialect  Dialect
 	topology Topology
 	onWait   ClusterWait
 	database string
 	hosts    string
+
+	// On a cluster whose DSN lists several hosts the pool is pinned to
+	// one of them, addrs[current] (failover.go); else addrs is empty and
+	// the driver spreads over the DSN's hosts.
+	mu         sync.RWMutex
+	native     driver.Conn
+	addrs      []string
+	current    int
+	opts       *clickhousego.Options
+	unsynced   bool // moved since the last read barrier
+	syncMu     sync.Mutex
+	onFailover Failover
 }
 
 // Open connects, pings and reads SELECT version() for the dialect. Errors
@@ -100,7 +115,7 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if cfg.MaxOpenConns > 0 {
 		opts.MaxOpenConns = cfg.MaxOpenConns
 	}
-	c := &Conn{database: opts.Auth.Database, hosts: strings.Join(opts.Addr, ","), onWait: cfg.OnClusterWait}
+	c := &Conn{database: opts.Auth.Database, hosts: strings.Join(opts.Addr, ","), onWait: cfg.OnClusterWait, onFailover: cfg.OnFailover}
 	if c.database == "" {
 		c.database = "default"
 	}
@@ -108,13 +123,20 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if opts.Auth.Username != "" {
 		who += " as user " + strconv.Quote(opts.Auth.Username)
 	}
-	native, err := clickhousego.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", who, err)
-	}
-	if err := native.Ping(ctx); err != nil {
-		native.Close()
-		return nil, fmt.Errorf("connecting to %s: %w", who, err)
+	var native driver.Conn
+	if cfg.Cluster != "" && len(opts.Addr) > 1 {
+		c.addrs, c.opts = opts.Addr, opts
+		if native, err = c.openPinned(ctx, opts); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", who, err)
+		}
+	} else {
+		if native, err = clickhousego.Open(opts); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", who, err)
+		}
+		if err := native.Ping(ctx); err != nil {
+			native.Close()
+			return nil, fmt.Errorf("connecting to %s: %w", who, err)
+		}
 	}
 	var version string
 	if err := native.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
@@ -179,10 +201,10 @@ func (c *Conn) Dialect() Dialect { return c.dialect }
 func (c *Conn) Database() string { return c.database }
 
 // Native is the clickhouse-go connection (tests, comparisons).
-func (c *Conn) Native() driver.Conn { return c.native }
+func (c *Conn) Native() driver.Conn { return c.pool() }
 
 // Close closes every connection of the pool.
-func (c *Conn) Close() error { return c.native.Close() }
+func (c *Conn) Close() error { return c.pool().Close() }
 
 // Exec runs one statement.
 func (c *Conn) Exec(ctx context.Context, sql string) error {
@@ -190,13 +212,23 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 	if err != nil {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
 	}
+	p := c.pool()
 	if distributed != sql {
-		if err := c.execOnCluster(ctx, distributed); err != nil {
+		if err := c.execOnCluster(ctx, p, distributed); err != nil {
+			c.noteFailure(p, err)
 			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
 		}
 		return nil
 	}
-	if err := c.native.Exec(ctx, sql); err != nil {
+	if strings.HasPrefix(sql, "INSERT") {
+		// INSERT ... SELECT reads back what was written.
+		if err := c.readBarrier(ctx); err != nil {
+			return err
+		}
+		p = c.pool()
+	}
+	if err := p.Exec(ctx, sql); err != nil {
+		c.noteFailure(p, err)
 		return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
 	}
 	return nil
@@ -251,9 +283,11 @@ func catalogRace(err error, t Target) bool {
 
 func (c *Conn) table(ctx context.Context, t Target) (CHTable, error) {
 	var n uint64
-	err := c.native.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+QuoteString(t.Database)+
+	p := c.pool()
+	err := p.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+QuoteString(t.Database)+
 		" AND name = "+QuoteString(t.Table)).Scan(&n)
 	if err != nil {
+		c.noteFailure(p, err)
 		return CHTable{}, fmt.Errorf("looking up %s in system.tables: %w", QuoteQualified(t), err)
 	}
 	if n == 0 {
@@ -261,7 +295,7 @@ func (c *Conn) table(ctx context.Context, t Target) (CHTable, error) {
 	}
 	// system.columns lists a table's columns in definition order (18.16
 	// has no position column to sort by).
-	rows, err := c.native.Query(ctx, "SELECT name, type FROM system.columns WHERE database = "+QuoteString(t.Database)+
+	rows, err := p.Query(ctx, "SELECT name, type FROM system.columns WHERE database = "+QuoteString(t.Database)+
 		" AND table = "+QuoteString(t.Table))
 	if err != nil {
 		return CHTable{}, fmt.Errorf("reading the columns of %s: %w", QuoteQualified(t), err)
@@ -328,8 +362,10 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 	if len(cols) == 0 {
 		return fmt.Errorf("inserting into %s: no columns", QuoteQualified(t))
 	}
-	batch, err := c.prepareInsert(ctx, t, cols)
+	p := c.pool()
+	batch, err := c.prepareInsert(ctx, p, t, cols)
 	if err != nil {
+		c.noteFailure(p, err)
 		return err
 	}
 	defer batch.Close()
@@ -339,13 +375,14 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 				// A slice the column does not take: the rows go again, one
 				// by one, in a batch of their own.
 				batch.Abort()
-				return c.insertRows(ctx, t, b)
+				return c.insertRows(ctx, p, t, b)
 			}
 		}
 	} else if err := appendRows(batch, t, b); err != nil {
 		return err
 	}
 	if err := batch.Send(); err != nil {
+		c.noteFailure(p, err)
 		return fmt.Errorf("inserting %d rows into %s: %w", b.Len(), QuoteQualified(t), err)
 	}
 	return nil
@@ -363,7 +400,7 @@ func (c *Conn) InsertBlock(ctx context.Context, t Target, b *Block) error {
 // order, which is the statement's. The block's columns are then checked,
 // by name and type and in order, against cols: whatever the driver did,
 // a value is never appended to another column.
-func (c *Conn) prepareInsert(ctx context.Context, t Target, cols []ColumnSpec) (driver.Batch, error) {
+func (c *Conn) prepareInsert(ctx context.Context, p driver.Conn, t Target, cols []ColumnSpec) (driver.Batch, error) {
 	var sql strings.Builder
 	sql.WriteString("INSERT INTO " + quoteIdentOpaque(t.Database) + "." + quoteIdentOpaque(t.Table) + "(")
 	for i, col := range cols {
@@ -373,7 +410,7 @@ func (c *Conn) prepareInsert(ctx context.Context, t Target, cols []ColumnSpec) (
 		sql.WriteString(quoteIdentOpaque(col.Name))
 	}
 	sql.WriteByte(')')
-	batch, err := c.native.PrepareBatch(ctx, sql.String())
+	batch, err := p.PrepareBatch(ctx, sql.String())
 	if err != nil {
 		return nil, fmt.Errorf("inserting into %s: %w", QuoteQualified(t), err)
 	}
@@ -402,9 +439,10 @@ func (c *Conn) prepareInsert(ctx context.Context, t Target, cols []ColumnSpec) (
 
 // insertRows is InsertBlock with every row appended on its own (the path
 // for blocks that cannot go a column at a time).
-func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
-	batch, err := c.prepareInsert(ctx, t, Physical(b.Columns()))
+func (c *Conn) insertRows(ctx context.Context, p driver.Conn, t Target, b *Block) error {
+	batch, err := c.prepareInsert(ctx, p, t, Physical(b.Columns()))
 	if err != nil {
+		c.noteFailure(p, err)
 		return err
 	}
 	defer batch.Close()
@@ -412,6 +450,7 @@ func (c *Conn) insertRows(ctx context.Context, t Target, b *Block) error {
 		return err
 	}
 	if err := batch.Send(); err != nil {
+		c.noteFailure(p, err)
 		return fmt.Errorf("inserting %d rows into %s: %w", b.Len(), QuoteQualified(t), err)
 	}
 	return nil
@@ -436,7 +475,7 @@ func appendRows(batch driver.Batch, t Target, b *Block) error {
 // TableUUID is a table's uuid (Atomic databases; zeros on others).
 func (c *Conn) TableUUID(ctx context.Context, t Target) (string, error) {
 	var uuid string
-	err := c.native.QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+QuoteString(t.Database)+
+	err := c.pool().QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = "+QuoteString(t.Database)+
 		" AND name = "+QuoteString(t.Table)).Scan(&uuid)
 	if err != nil {
 		return "", fmt.Errorf("reading the uuid of %s: %w", QuoteQualified(t), err)
@@ -447,7 +486,7 @@ func (c *Conn) TableUUID(ctx context.Context, t Target) (string, error) {
 // DatabaseEngine is a database's engine (Atomic, Ordinary, ...).
 func (c *Conn) DatabaseEngine(ctx context.Context, database string) (string, error) {
 	var engine string
-	err := c.native.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = "+QuoteString(database)).Scan(&engine)
+	err := c.pool().QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = "+QuoteString(database)).Scan(&engine)
 	if err != nil {
 		return "", fmt.Errorf("reading the engine of database %s: %w", QuoteIdent(database), err)
 	}
@@ -686,7 +725,7 @@ func (c *Conn) CreateLike(ctx context.Context, t, like Target) error {
 	sql := "CREATE TABLE " + QuoteQualified(t) + " AS " + QuoteQualified(like)
 	if c.dialect.Replicated {
 		var shown string
-		if err := c.native.QueryRow(ctx, "SHOW CREATE TABLE "+QuoteQualified(like)).Scan(&shown); err != nil {
+		if err := c.pool().QueryRow(ctx, "SHOW CREATE TABLE "+QuoteQualified(like)).Scan(&shown); err != nil {
 			return fmt.Errorf("reading the definition of %s on ClickHouse at %s: %w", QuoteQualified(like), c.hosts, err)
 		}
 		var err error

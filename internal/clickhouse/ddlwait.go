@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // A statement ON CLUSTER is queued in ZooKeeper; every node runs it from
@@ -56,10 +57,14 @@ func ddlTask(err error) (string, bool) {
 
 // execOnCluster runs a statement Distribute put ON CLUSTER and returns
 // once every node has applied it (or one failed it, or ctx ends).
-func (c *Conn) execOnCluster(ctx context.Context, sql string) error {
+func (c *Conn) execOnCluster(ctx context.Context, p driver.Conn, sql string) error {
 	started := time.Now()
-	err := c.native.Exec(clickhousego.Context(ctx, clickhousego.WithSettings(clickhousego.Settings{
-		"distributed_ddl_task_timeout": int(ddlServerWait / time.Second),
+	// Twice the seconds: 18.16 reads this setting as a signed (zigzag)
+	// varint, which clickhouse-go sends unsigned (5 arrives as -3, an
+	// endless wait; 2n arrives as n); servers that take settings as
+	// strings read 2n, a longer wait and no harm.
+	err := p.Exec(clickhousego.Context(ctx, clickhousego.WithSettings(clickhousego.Settings{
+		"distributed_ddl_task_timeout": 2 * int(ddlServerWait/time.Second),
 	})), sql)
 	task, queued := ddlTask(err)
 	if !queued {
@@ -67,7 +72,7 @@ func (c *Conn) execOnCluster(ctx context.Context, sql string) error {
 	}
 	var last time.Time
 	for {
-		missing, failed, err := c.ddlProgress(ctx, task)
+		missing, failed, err := c.ddlProgress(ctx, p, task)
 		switch {
 		case err != nil:
 			return fmt.Errorf("reading the progress of %s in ZooKeeper: %w", task, err)
@@ -91,8 +96,8 @@ func (c *Conn) execOnCluster(ctx context.Context, sql string) error {
 
 // ddlProgress reads task's finished/ children: the cluster's nodes that
 // have not finished it, and the first error one finished it with.
-func (c *Conn) ddlProgress(ctx context.Context, task string) (missing []string, failed string, err error) {
-	rows, err := c.native.Query(ctx, "SELECT name, value FROM system.zookeeper WHERE path = "+QuoteString(task+"/finished"))
+func (c *Conn) ddlProgress(ctx context.Context, p driver.Conn, task string) (missing []string, failed string, err error) {
+	rows, err := p.Query(ctx, "SELECT name, value FROM system.zookeeper WHERE path = "+QuoteString(task+"/finished"))
 	if err != nil {
 		return nil, "", err
 	}

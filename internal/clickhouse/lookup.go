@@ -84,8 +84,13 @@ func (c *Conn) lookup(ctx context.Context, t Target, final bool, key []ColumnSpe
 // identity and values of want.
 func (c *Conn) scanLookup(ctx context.Context, t Target, sql string, key, want []ColumnSpec, put func(id string, got []any)) error {
 	physical := Physical(want)
-	rows, err := c.native.Query(ctx, sql)
+	if err := c.readBarrier(ctx); err != nil {
+		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
+	}
+	p := c.pool()
+	rows, err := p.Query(ctx, sql)
 	if err != nil {
+		c.noteFailure(p, err)
 		return fmt.Errorf("looking up rows of %s: %w", QuoteQualified(t), err)
 	}
 	defer rows.Close()

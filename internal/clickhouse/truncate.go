@@ -101,7 +101,9 @@ func (b Boot) String() string {
 func (c *Conn) Boot(ctx context.Context) (Boot, error) {
 	sent := time.Now()
 	var up uint64
-	if err := c.native.QueryRow(ctx, "SELECT toUInt64(uptime())").Scan(&up); err != nil {
+	p := c.pool()
+	if err := p.QueryRow(ctx, "SELECT toUInt64(uptime())").Scan(&up); err != nil {
+		c.noteFailure(p, err)
 		return Boot{}, fmt.Errorf("reading the uptime of ClickHouse at %s: %w", c.hosts, err)
 	}
 	got := time.Now()
@@ -138,7 +140,7 @@ func (c *Conn) UnfinishedMutations(ctx context.Context, targets []Target) ([]Mut
 			quoted = append(quoted, QuoteString(t.Database))
 		}
 	}
-	rows, err := c.native.Query(ctx, "SELECT database, table, mutation_id, command, parts_to_do FROM system.mutations"+
+	rows, err := c.pool().Query(ctx, "SELECT database, table, mutation_id, command, parts_to_do FROM system.mutations"+
 		" WHERE is_done = 0 AND database IN ("+strings.Join(quoted, ", ")+")")
 	if err != nil {
 		return nil, fmt.Errorf("reading system.mutations of ClickHouse at %s: %w", c.hosts, err)
