@@ -111,7 +111,19 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 	r.waitCaughtUp(b, c, bootstrapTimeout)
 	bootstrapTime := time.Since(bootstrapStart)
 	c.Kill()
-	r.waitSlotIdle(b, physicalSlot)
+	r.waitSlotIdle(b, r.slot)
+	// The same for a second walshadow into a cluster of two replicas, on
+	// a slot of its own, when asked for: the same backlog is then
+	// replayed into both.
+	var cl *backlogRig
+	if os.Getenv("WALSHADOW_BENCH_CLUSTER") != "0" {
+		cl = r.clusterTarget(b)
+		cc := cl.start(b)
+		cl.waitLoaded(b, cc, oids, bootstrapTimeout)
+		cl.waitCaughtUp(b, cc, bootstrapTimeout)
+		cc.Kill()
+		cl.waitSlotIdle(b, cl.slot)
+	}
 
 	// The backlog, with walshadow stopped, both consumers' slots behind it.
 	src.Exec(b, "CREATE PUBLICATION "+publication+" FOR ALL TABLES")
@@ -127,7 +139,12 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 	walMB := float64(walBytes) / 1e6
 
 	ws := r.measureWalshadow(b, marker, 10*time.Minute+time.Duration(seconds)*20*time.Second)
-	r.waitSlotIdle(b, physicalSlot)
+	r.waitSlotIdle(b, r.slot)
+	var wsCluster walshadowRun
+	if cl != nil {
+		wsCluster = cl.measureWalshadow(b, marker, 10*time.Minute+time.Duration(seconds)*20*time.Second)
+		cl.waitSlotIdle(b, cl.slot)
+	}
 	pgMachineStart, pgProcsStart := readMachineCPU(b), readProcessCPUs(b)
 	pg := src.RunPgoutput(b, logicalSlot, publication, marker)
 	pgMachine := readMachineCPU(b).Sub(pgMachineStart)
@@ -136,6 +153,21 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 		b.Errorf("pg_recvlogical wrote nothing for a backlog of %d transactions", transactions)
 	}
 	counts, compared := r.compareEnd(b, oids)
+	if cl != nil {
+		for i, node := range cl.nodes {
+			clCounts, clCompared := cl.compareEndOn(b, oids, nodeDSN(node))
+			b.Logf("cluster node %c: %s in ClickHouse/source; %d of %d pgbench tables compared equal", 'A'+i, clCounts, clCompared, len(pgbenchTables))
+		}
+		clusterRatio := wsCluster.wall.Seconds() / ws.wall.Seconds()
+		b.ReportMetric(wsCluster.wall.Seconds(), "walshadow-cluster-s")
+		b.ReportMetric(clusterRatio, "cluster/single")
+		b.Logf(`the same backlog into a cluster of two replicas of one shard (ReplicatedReplacingMergeTree, DDL ON CLUSTER), another walshadow on its own slot:
+  walshadow into the cluster: start to ClickHouse-complete %v; process CPU %.2fs, peak RSS %.0f MiB; machine busy %.2fs
+  ClickHouse part log of node A over that run: %s
+  ratio cluster/single server: %.2f`,
+			wsCluster.wall.Round(time.Millisecond), wsCluster.cpu.Seconds(), float64(wsCluster.peakRSS)/(1<<20), wsCluster.machine.Busy.Seconds(),
+			wsCluster.parts, clusterRatio)
+	}
 
 	ratio := ws.wall.Seconds() / pg.Wall.Seconds()
 	b.SetBytes(walBytes)
@@ -177,10 +209,16 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 // pipeline config and child runs.
 type backlogRig struct {
 	*testrig.ChildRuns
-	src       *testrig.Postgres
+	src *testrig.Postgres
+	// ch is the server written to (a cluster's node A), nodes every
+	// server that holds the tables, chDSN the output's DSN.
 	ch        *testrig.ClickHouse
+	nodes     []*testrig.ClickHouse
+	chDSN     string
 	stateDir  string
-	markerSeq int
+	slot      string
+	markerSeq *int
+	bridgeDir string
 }
 
 // newBacklogRig starts the source and ClickHouse, builds the bridge module
@@ -194,18 +232,36 @@ func newBacklogRig(b *testing.B) *backlogRig {
 		testrig.WithSetting("wal_level", "logical"),
 		testrig.WithSetting("log_min_error_statement", "panic"),
 		testrig.WithSetting("autovacuum", "off"))
-	r := &backlogRig{src: src, ch: testrig.StartClickHouse(b), stateDir: testrig.NewStateDir(b, src)}
-	bridgeDir := testrig.BuildPgext(b, src.BinDir())
-	r.ChildRuns = testrig.NewChildRuns(b, "walshadow-bench-", testrig.Pipeline{
-		Source: src, StateDir: r.stateDir, Slot: physicalSlot, ShadowPort: testrig.FreePort(b), BridgeDir: bridgeDir,
-		LogLevel: "info", LogFormat: "logfmt", Session: os.Getenv("WALSHADOW_BENCH_SESSION_YAML"),
-		Output: testrig.ClickHouseOutput(r.dsn(), chDatabase, os.Getenv("WALSHADOW_BENCH_OUTPUT_YAML")),
-	}.YAML())
+	ch := testrig.StartClickHouse(b)
+	r := &backlogRig{src: src, ch: ch, nodes: []*testrig.ClickHouse{ch}, chDSN: nodeDSN(ch), stateDir: testrig.NewStateDir(b, src),
+		slot: physicalSlot, markerSeq: new(int), bridgeDir: testrig.BuildPgext(b, src.BinDir())}
+	r.ChildRuns = testrig.NewChildRuns(b, "walshadow-bench-", r.pipeline(b, os.Getenv("WALSHADOW_BENCH_OUTPUT_YAML")))
 	return r
 }
 
-// dsn is the ClickHouse DSN of the pipeline.
-func (r *backlogRig) dsn() string { return "clickhouse://default:@" + r.ch.NativeAddr() + "/default" }
+// clusterTarget is a second walshadow on the same source, on a slot and
+// state of its own, writing into a cluster of two replicas of one shard.
+func (r *backlogRig) clusterTarget(b *testing.B) *backlogRig {
+	b.Helper()
+	cluster := testrig.StartClickHouseCluster(b, testrig.TwoReplicas)
+	c := &backlogRig{src: r.src, ch: cluster.Nodes[0], nodes: cluster.Nodes, chDSN: cluster.NodeDSN(0, "default"),
+		stateDir: testrig.NewStateDir(b, r.src), slot: physicalSlot + "_cluster", markerSeq: r.markerSeq, bridgeDir: r.bridgeDir}
+	c.ChildRuns = testrig.NewChildRuns(b, "walshadow-bench-cluster-", c.pipeline(b,
+		strings.TrimSpace("cluster: "+testrig.ClusterName+"\n"+os.Getenv("WALSHADOW_BENCH_OUTPUT_YAML"))))
+	return c
+}
+
+// pipeline is the child's config, with outputYAML added to the output.
+func (r *backlogRig) pipeline(b *testing.B, outputYAML string) string {
+	return testrig.Pipeline{
+		Source: r.src, StateDir: r.stateDir, Slot: r.slot, ShadowPort: testrig.FreePort(b), BridgeDir: r.bridgeDir,
+		LogLevel: "info", LogFormat: "logfmt", Session: os.Getenv("WALSHADOW_BENCH_SESSION_YAML"),
+		Output: testrig.ClickHouseOutput(r.chDSN, chDatabase, outputYAML),
+	}.YAML()
+}
+
+// nodeDSN is the DSN of one server.
+func nodeDSN(ch *testrig.ClickHouse) string { return "clickhouse://default:@" + ch.NativeAddr() + "/default" }
 
 // start starts the next child run of the pipeline; extraEnv goes to its
 // environment.
@@ -218,8 +274,8 @@ func (r *backlogRig) start(b *testing.B, extraEnv ...string) *testrig.Child {
 // commit record comes after (catchup.CommitMarker).
 func (r *backlogRig) commitMarker(b *testing.B) wal.LSN {
 	b.Helper()
-	r.markerSeq++
-	return catchup.CommitMarker(b, r.src.DSN(), fmt.Sprintf("UPDATE public.bench_marker SET seq = %d WHERE id = 1", r.markerSeq))
+	*r.markerSeq++
+	return catchup.CommitMarker(b, r.src.DSN(), fmt.Sprintf("UPDATE public.bench_marker SET seq = %d WHERE id = 1", *r.markerSeq))
 }
 
 // waitLoaded waits until the output's load ledger holds every table of
@@ -329,7 +385,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 	start := time.Now()
 	c := r.start(b, env...)
 	go func() {
-		pid, err := testrig.SlotSenderPID(ctx, poll, physicalSlot, testrig.CPUSampleInterval, c.Done())
+		pid, err := testrig.SlotSenderPID(ctx, poll, r.slot, testrig.CPUSampleInterval, c.Done())
 		if err != nil {
 			found <- senderSample{err: err}
 			return
@@ -370,8 +426,8 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 		if run.senderCPU, err = sender.sampler.Stop(); err != nil {
 			b.Errorf("sampling walshadow's physical walsender (pid %d): %v", sender.pid, err)
 		}
-		if now := r.src.QueryInt(b, "SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", physicalSlot); int(now) != sender.pid {
-			b.Logf("warning: slot %s is served by pid %d at completion, the sampled walsender was pid %d: walshadow reconnected and its walsender CPU is only the first connection's", physicalSlot, now, sender.pid)
+		if now := r.src.QueryInt(b, "SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", r.slot); int(now) != sender.pid {
+			b.Logf("warning: slot %s is served by pid %d at completion, the sampled walsender was pid %d: walshadow reconnected and its walsender CPU is only the first connection's", r.slot, now, sender.pid)
 		}
 	}
 	if profile != "" {
@@ -417,13 +473,19 @@ func (r *backlogRig) partLog(b *testing.B, from string) string {
 // returns the counts as text and how many tables compared equal.
 func (r *backlogRig) compareEnd(b *testing.B, oids map[string]uint32) (counts string, equal int) {
 	b.Helper()
+	return r.compareEndOn(b, oids, r.chDSN)
+}
+
+// compareEndOn is compareEnd reading ClickHouse at dsn.
+func (r *backlogRig) compareEndOn(b *testing.B, oids map[string]uint32, dsn string) (counts string, equal int) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	store, err := chcompare.CopyStore(filepath.Join(r.stateDir, "clickhouse"), b.TempDir())
 	if err != nil {
 		b.Fatalf("opening a copy of the baseline store: %v", err)
 	}
-	ch, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: r.dsn()})
+	ch, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: dsn})
 	if err != nil {
 		b.Fatalf("connecting to ClickHouse: %v", err)
 	}

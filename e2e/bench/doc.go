@@ -31,6 +31,14 @@
 // the walshadow process's own: the shadow postmaster, a separate daemon,
 // and ClickHouse are not in it.
 //
+// Beside the single server, a second walshadow on a slot and state of its
+// own replays the same backlog into a cluster of two replicas of one shard
+// (testrig.StartClickHouseCluster: ZooKeeper and two servers), bootstrapped
+// in step 1 and timed in step 3 after the first; the ratio of the two
+// times (walshadow-cluster-s / walshadow-s, "cluster/single") is what
+// replication costs the output, and both cluster nodes are compared with
+// the source. WALSHADOW_BENCH_CLUSTER=0 leaves the cluster out.
+//
 // WALSHADOW_BENCH_SESSION_YAML and WALSHADOW_BENCH_OUTPUT_YAML add fields to
 // the walshadow resource and the clickhouse_ddl output (one per line), to
 // compare settings in the same command.

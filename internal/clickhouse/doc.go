@@ -335,4 +335,33 @@
 // Inserts are durable once acknowledged against a process crash (the
 // parts are written before the INSERT returns; a power loss without
 // fsync_after_insert is beyond what the output can see).
+//
+// # Clusters
+//
+// A Topology (topology.go) says where the tables live: one server, or a
+// cluster of the server's remote_servers (ConnConfig.Cluster), read from
+// system.clusters at Open. Only clusters of one shard are taken so far:
+// every node holds every row. No caller spells ON CLUSTER: Conn.Exec
+// passes every statement through Topology.Distribute, which puts ON
+// CLUSTER where each DDL form this package renders takes it and refuses
+// a DDL form it does not know (a statement run on one node only would
+// leave the others behind silently). INSERT and SELECT run on one node:
+// replication carries the rows to the others.
+//
+// Tables are ReplicatedReplacingMergeTree (Dialect.Replicated) with the
+// version argument and ORDER BY a single server gets, under ZooKeeper
+// path /clickhouse/tables/{shard}/walshadow/<random>: random rather than
+// built from the table's name because RENAME keeps a table's path (a
+// table created later under the old name would share a live table's
+// path) and a node that missed a DROP would offer the dropped table's
+// parts to a new one of the same name. A load's staging table copies its
+// delta table's engine under a path of its own (CreateLikeReplicated).
+//
+// A statement ON CLUSTER is applied only when every node has run it
+// (ddlwait.go): the server's wait is handed back after
+// distributed_ddl_task_timeout and the task is then read in ZooKeeper,
+// the missing nodes named, never issued twice. With several hosts in the
+// DSN the connection is pinned to one and moves on a network failure;
+// the first read after a move waits until the new node holds every part
+// (failover.go).
 package clickhouse
