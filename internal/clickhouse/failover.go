@@ -123,6 +123,9 @@ func isServerException(err error) bool {
 // use has fetched every part of walshadow's tables (ZooKeeper paths under
 // /walshadow/) its replication queue holds.
 func (c *Conn) readBarrier(ctx context.Context) error {
+	if len(c.addrs) == 0 {
+		return nil // not pinned: one server, or the driver's choice
+	}
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
 	c.mu.RLock()
