@@ -91,6 +91,26 @@ func TestClusterDDLWaitsForEveryNode(t *testing.T) {
 	if got := b.HTTPQuery(t, "SELECT count() FROM cl.`public.t` FINAL"); got != "2" {
 		t.Errorf("node B holds %s rows, want 2", got)
 	}
+
+	// A node that lost the table (dropped there alone) gets it back from
+	// the same CREATE, under the path the other node's copy has: it
+	// fetches A's rows.
+	b.HTTPQuery(t, "DROP TABLE cl.`public.t`")
+	again, err := CreateTable(conn.Dialect(), target, []ColumnSpec{spec}, []string{"id"}, TableOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Exec(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	pathA := a.HTTPQuery(t, "SELECT zookeeper_path FROM system.replicas WHERE database = 'cl'")
+	if pathB := b.HTTPQuery(t, "SELECT zookeeper_path FROM system.replicas WHERE database = 'cl'"); pathB != pathA {
+		t.Errorf("node B re-created the table under %q, node A holds it under %q", pathB, pathA)
+	}
+	b.HTTPQuery(t, "SYSTEM SYNC REPLICA cl.`public.t`")
+	if got := b.HTTPQuery(t, "SELECT count() FROM cl.`public.t` FINAL"); got != "2" {
+		t.Errorf("node B holds %s rows after re-creating the table, want 2", got)
+	}
 	for _, sql := range []string{DropTable(target), "DROP TABLE IF EXISTS `cl`.`x`"} {
 		if err := conn.Exec(ctx, sql); err != nil {
 			t.Fatal(err)

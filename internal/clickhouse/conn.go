@@ -124,8 +124,11 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 		who += " as user " + strconv.Quote(opts.Auth.Username)
 	}
 	var native driver.Conn
+	if cfg.Cluster != "" {
+		c.opts = opts
+	}
 	if cfg.Cluster != "" && len(opts.Addr) > 1 {
-		c.addrs, c.opts = opts.Addr, opts
+		c.addrs = opts.Addr
 		if native, err = c.openPinned(ctx, opts); err != nil {
 			return nil, fmt.Errorf("connecting to %s: %w", who, err)
 		}
@@ -214,6 +217,11 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 	}
 	p := c.pool()
 	if distributed != sql {
+		if c.dialect.Replicated && strings.HasPrefix(sql, "CREATE TABLE") {
+			if distributed, err = c.joinExisting(ctx, distributed); err != nil {
+				return fmt.Errorf("on cluster %s: %w", QuoteIdent(c.topology.Cluster), err)
+			}
+		}
 		if err := c.execOnCluster(ctx, p, distributed); err != nil {
 			c.noteFailure(p, err)
 			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)

@@ -157,3 +157,12 @@ func FuzzDistribute(f *testing.F) {
 		}
 	})
 }
+
+func TestParseQualified(t *testing.T) {
+	for _, want := range []Target{{"walshadow", "public.orders"}, {"a`b\\c", "t\x01.\t`"}, {"é", "x\\x41"}} {
+		got, err := parseQualified(QuoteQualified(want))
+		if err != nil || got != want {
+			t.Errorf("parseQualified(%s) = %+v, %v; want %+v", QuoteQualified(want), got, err, want)
+		}
+	}
+}
