@@ -596,6 +596,9 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		if err := o.guardRestart(ctx, true); err != nil {
 			return err
 		}
+		if err := o.repairNodes(ctx); err != nil {
+			return err
+		}
 		if err := o.reconcileAll(ctx); err != nil {
 			return err
 		}
@@ -645,6 +648,27 @@ func (o *chOutput) Close(ctx context.Context) error {
 		o.conn = nil
 		o.ready = false
 		return err
+	}
+	return nil
+}
+
+// repairNodes gives every node of a cluster the tables some node holds
+// and another lacks (clickhouse.Conn.RepairNodes), before the reconcile,
+// which reads one node.
+func (o *chOutput) repairNodes(ctx context.Context) error {
+	var targets []clickhouse.Target
+	for _, a := range o.store.All() {
+		targets = append(targets, a.Target)
+	}
+	repaired, skipped, err := o.conn.RepairNodes(ctx, targets)
+	for _, r := range repaired {
+		o.log.Warnf("ClickHouse cluster: %s was missing; re-created there under its replicas' ZooKeeper path, it fetches their rows", r)
+	}
+	if len(skipped) > 0 {
+		o.log.Warnf("ClickHouse cluster: node(s) %s did not answer; tables they lack are repaired at a later start", strings.Join(skipped, "; "))
+	}
+	if err != nil {
+		return fmt.Errorf("repairing the cluster's nodes: %w", err)
 	}
 	return nil
 }

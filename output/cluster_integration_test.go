@@ -39,6 +39,25 @@ cluster: `+testrig.ClusterName+`
 	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
 	run.stop(t)
 
+	// A table dropped on node B alone is back there after a restart,
+	// with node A's rows, and no table was loaded from the source again.
+	lost := chTable("public", "rl_marker")
+	cluster.Nodes[1].HTTPQuery(t, "DROP TABLE "+lost)
+	logs := &logLines{}
+	run = r.startLogged(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n", logs)
+	deadline := time.Now().Add(time.Minute)
+	for cluster.Nodes[1].HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.rl_marker'") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not re-created on node B within a minute", lost)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	run.stop(t)
+	logs.logMatching(t, "was missing")
+	if strings.Contains(logs.String(), "initial load of") {
+		t.Errorf("a table was loaded from the source again:\n%s", logs)
+	}
+
 	for i, node := range cluster.Nodes {
 		syncReplicas(t, node, "walshadow_test")
 		t.Logf("node %c:", 'A'+i)

@@ -18,6 +18,8 @@ type chConn interface {
 	// brought back (restart.go).
 	Boot(ctx context.Context) (clickhouse.Boot, error)
 	UnfinishedMutations(ctx context.Context, targets []clickhouse.Target) ([]clickhouse.Mutation, error)
+	// RepairNodes re-creates on a cluster's nodes the tables some lack.
+	RepairNodes(ctx context.Context, targets []clickhouse.Target) (repaired, skipped []string, err error)
 	Close() error
 }
 

@@ -79,6 +79,11 @@ func (o *chOutput) guardRestart(ctx context.Context, force bool) error {
 		// The output's start: ClickHouse may have restarted while it was
 		// down (a machine's reboot restarts both).
 		g.waiting = true
+	case b.Host != g.boot.Host:
+		// Another node of a cluster (a failover): whether it restarted
+		// is not known; it is treated as if it had.
+		o.log.Infof("ClickHouse: now on %s (was %s): the output first waits until it holds no rows of a truncated table a restart could have brought back", b.Host, g.boot.Host)
+		g.waiting = true
 	case b.After(g.boot):
 		o.log.Warnf("ClickHouse restarted (up since about %s; seen up since about %s before): the output waits until ClickHouse has removed again any rows of a truncated table the restart brought back, then writes on",
 			b, g.boot)

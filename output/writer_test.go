@@ -83,6 +83,9 @@ func (f *fakeConn) Exec(_ context.Context, sql string) error {
 func (f *fakeConn) CreateLike(ctx context.Context, t, like clickhouse.Target) error {
 	return f.Exec(ctx, "CREATE TABLE "+clickhouse.QuoteQualified(t)+" AS "+clickhouse.QuoteQualified(like))
 }
+func (f *fakeConn) RepairNodes(context.Context, []clickhouse.Target) ([]string, []string, error) {
+	return nil, nil, nil
+}
 func (f *fakeConn) Boot(context.Context) (clickhouse.Boot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,13 +3,12 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // A CREATE TABLE IF NOT EXISTS ON CLUSTER creates the table on the nodes
@@ -129,32 +128,23 @@ func readIdent(q string) (name string, n int, err error) {
 const nodeReadTimeout = 5 * time.Second
 
 // nodePaths reads the ZooKeeper paths node n's system.replicas holds for
-// t, over a connection of its own (the DSN's user and settings, the
-// node's address).
+// t.
 func (c *Conn) nodePaths(ctx context.Context, n Node, t Target) ([]string, error) {
-	opts := *c.opts
-	opts.Addr = []string{net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))}
-	opts.DialTimeout, opts.ReadTimeout = nodeReadTimeout, nodeReadTimeout
-	opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
-	native, err := clickhousego.Open(&opts)
-	if err != nil {
-		return nil, err
-	}
-	defer native.Close()
-	ctx, cancel := context.WithTimeout(ctx, nodeReadTimeout)
-	defer cancel()
-	rows, err := native.Query(ctx, "SELECT zookeeper_path FROM system.replicas WHERE database = "+QuoteString(t.Database)+" AND table = "+QuoteString(t.Table))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var paths []string
-	for rows.Next() {
-		var path string
-		if err := rows.Scan(&path); err != nil {
-			return nil, err
+	err := c.onNode(ctx, n, func(ctx context.Context, native driver.Conn) error {
+		rows, err := native.Query(ctx, "SELECT zookeeper_path FROM system.replicas WHERE database = "+QuoteString(t.Database)+" AND table = "+QuoteString(t.Table))
+		if err != nil {
+			return err
 		}
-		paths = append(paths, path)
-	}
-	return paths, rows.Err()
+		defer rows.Close()
+		for rows.Next() {
+			var path string
+			if err := rows.Scan(&path); err != nil {
+				return err
+			}
+			paths = append(paths, path)
+		}
+		return rows.Err()
+	})
+	return paths, err
 }

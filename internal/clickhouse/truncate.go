@@ -78,6 +78,10 @@ const truncateBarrierHead = "DELETE WHERE " + ColLSN + " < "
 // plus one second wide. Read is when the answer came.
 type Boot struct {
 	Earliest, Latest, Read time.Time
+	// Host is the server read: on a cluster the connection can move to
+	// another node (failover.go), whose boot time says nothing of this
+	// one's.
+	Host string
 }
 
 // After reports whether b is of a server started after a's was last seen
@@ -108,7 +112,7 @@ func (c *Conn) Boot(ctx context.Context) (Boot, error) {
 	}
 	got := time.Now()
 	u := time.Duration(up) * time.Second
-	return Boot{Earliest: sent.Add(-u - time.Second), Latest: got.Add(-u), Read: got}, nil
+	return Boot{Earliest: sent.Add(-u - time.Second), Latest: got.Add(-u), Read: got, Host: c.Host()}, nil
 }
 
 // Mutation is a mutation of a table (system.mutations).

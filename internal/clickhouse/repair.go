@@ -1,0 +1,144 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// RepairNodes gives every node of a cluster the tables of targets that
+// some node holds and another lacks (dropped there by hand, a node
+// rebuilt empty): the holder's definition runs again as CREATE TABLE IF
+// NOT EXISTS ON CLUSTER under the holder's ZooKeeper path
+// (joinExisting), so the node that lacked the table joins its replicas
+// and fetches their rows; nothing is copied from the source. The
+// reconcile at start reads one node only, and would not see it. A node
+// that does not answer is passed over (and named in skipped): the
+// tables it lacks, if any, are repaired at a later start. It returns
+// what it re-created, "table on node" each.
+func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, skipped []string, err error) {
+	if c.topology.Cluster == "" || len(targets) == 0 {
+		return nil, nil, nil
+	}
+	databases := map[string]bool{}
+	for _, t := range targets {
+		databases[t.Database] = true
+	}
+	held := make([]map[Target]bool, len(c.topology.Nodes))
+	var up []int
+	for i, n := range c.topology.Nodes {
+		tables, err := c.nodeTables(ctx, n, databases)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s (%v)", n.Addr(), err))
+			continue
+		}
+		held[i] = tables
+		up = append(up, i)
+	}
+	for _, t := range targets {
+		var holder = -1
+		var lacking []string
+		for _, i := range up {
+			if held[i][t] {
+				holder = i
+			} else {
+				lacking = append(lacking, c.topology.Nodes[i].Addr())
+			}
+		}
+		if holder < 0 || len(lacking) == 0 {
+			continue
+		}
+		create, err := c.definitionOn(ctx, c.topology.Nodes[holder], t)
+		if err != nil {
+			return repaired, skipped, err
+		}
+		if err := c.Exec(ctx, create); err != nil {
+			return repaired, skipped, fmt.Errorf("re-creating %s on %s: %w", QuoteQualified(t), strings.Join(lacking, ", "), err)
+		}
+		repaired = append(repaired, fmt.Sprintf("%s on %s", QuoteQualified(t), strings.Join(lacking, ", ")))
+	}
+	return repaired, skipped, nil
+}
+
+// onNode runs fn over a connection of its own to node n (the DSN's user
+// and settings with the node's address).
+func (c *Conn) onNode(ctx context.Context, n Node, fn func(context.Context, driver.Conn) error) error {
+	opts := *c.opts
+	opts.Addr = []string{net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))}
+	opts.DialTimeout, opts.ReadTimeout = nodeReadTimeout, nodeReadTimeout
+	opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
+	native, err := clickhousego.Open(&opts)
+	if err != nil {
+		return err
+	}
+	defer native.Close()
+	ctx, cancel := context.WithTimeout(ctx, nodeReadTimeout)
+	defer cancel()
+	return fn(ctx, native)
+}
+
+// nodeTables lists the tables node n holds in databases.
+func (c *Conn) nodeTables(ctx context.Context, n Node, databases map[string]bool) (map[Target]bool, error) {
+	var quoted []string
+	for db := range databases {
+		quoted = append(quoted, QuoteString(db))
+	}
+	tables := map[Target]bool{}
+	err := c.onNode(ctx, n, func(ctx context.Context, native driver.Conn) error {
+		rows, err := native.Query(ctx, "SELECT database, name FROM system.tables WHERE database IN ("+strings.Join(quoted, ", ")+")")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t Target
+			if err := rows.Scan(&t.Database, &t.Table); err != nil {
+				return err
+			}
+			tables[t] = true
+		}
+		return rows.Err()
+	})
+	return tables, err
+}
+
+// definitionOn is t's CREATE TABLE IF NOT EXISTS as node n holds it: its
+// SHOW CREATE TABLE with the head rewritten (18.16 prints names
+// unquoted where it can).
+func (c *Conn) definitionOn(ctx context.Context, n Node, t Target) (string, error) {
+	var shown string
+	err := c.onNode(ctx, n, func(ctx context.Context, native driver.Conn) error {
+		return native.QueryRow(ctx, "SHOW CREATE TABLE "+QuoteQualified(t)).Scan(&shown)
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the definition of %s on %s: %w", QuoteQualified(t), n.Addr(), err)
+	}
+	body := columnsStart(shown)
+	if body < 0 {
+		return "", fmt.Errorf("the definition of %s on %s has no column list: %s", QuoteQualified(t), n.Addr(), previewSQL(shown))
+	}
+	return "CREATE TABLE IF NOT EXISTS " + QuoteQualified(t) + "\n" + shown[body:], nil
+}
+
+// columnsStart is the offset of the first parenthesis of sql outside
+// quotes and backquotes: a CREATE TABLE's column list.
+func columnsStart(sql string) int {
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; c {
+		case '\'', '`', '"':
+			for i++; i < len(sql) && sql[i] != c; i++ {
+				if sql[i] == '\\' {
+					i++
+				}
+			}
+		case '(':
+			return i
+		}
+	}
+	return -1
+}
