@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
@@ -169,4 +170,27 @@ func pgbench(ctx context.Context, src *testrig.Postgres, clients, seconds int) e
 		return fmt.Errorf("pgbench -c %d -T %d: %w\n%s", clients, seconds, err, out)
 	}
 	return nil
+}
+
+// TestClusterTableFailure: a table failed on purpose (its ClickHouse
+// column narrowed by hand) is reloaded while the others keep moving, on a
+// cluster of two replicas; every table equal through both nodes.
+func TestClusterTableFailure(t *testing.T) {
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
+	testTableFailureIsolated(t, newRigOn(t, cluster.Nodes[0]), cluster)
+}
+
+// TestClusterInitialLoad runs the initial load test, in both modes, into
+// a cluster of two replicas of one shard: loads published under
+// concurrent writes, TOAST read back, every table equal through both
+// nodes, no load table left.
+func TestClusterInitialLoad(t *testing.T) {
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
+	for _, mode := range []load.Mode{load.ModeCopy, load.ModeBaseBackup} {
+		t.Run(string(mode), func(t *testing.T) {
+			r := newRigOn(t, cluster.Nodes[0])
+			testInitialLoadOn(t, r, mode, cluster)
+			cluster.Nodes[0].HTTPQuery(t, "DROP DATABASE IF EXISTS walshadow_test ON CLUSTER "+testrig.ClusterName)
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/testrig"
 )
 
 // TestTableFailureIsolated: a table whose ClickHouse table cannot take a
@@ -16,12 +17,21 @@ import (
 // failed, reloaded and ends equal to the source, while another table
 // keeps following without waiting; the session never stops.
 func TestTableFailureIsolated(t *testing.T) {
-	r := newRig(t)
+	testTableFailureIsolated(t, newRig(t), nil)
+}
+
+// testTableFailureIsolated is TestTableFailureIsolated writing through r,
+// into cluster when it is not nil (every node compared).
+func testTableFailureIsolated(t *testing.T, r *rig, cluster *testrig.ClickHouseCluster) {
 	r.src.Exec(t, `CREATE TABLE fl_bad (id int PRIMARY KEY, v int, t text);
 		INSERT INTO fl_bad SELECT g, g, 'r' || g FROM generate_series(1, 500) g;
 		CREATE TABLE fl_good (id int PRIMARY KEY, v int)`)
 	logs := &logLines{}
-	run := r.startLogged(t, "", logs)
+	extra := ""
+	if cluster != nil {
+		extra = "cluster: " + cluster.Name
+	}
+	run := r.startLogged(t, extra, logs)
 	r.waitLoadsDone(t, run, logs, 2, 2*time.Minute)
 	badOid := r.relOid(t, "fl_bad")
 	r.waitCH(t, run, liveCountSQL("public", "fl_bad"), "500", ddlWait)
@@ -50,7 +60,15 @@ func TestTableFailureIsolated(t *testing.T) {
 	r.waitCH(t, run, fmt.Sprintf("SELECT t FROM %s FINAL WHERE _is_deleted = 0 AND id = 1001", chTable("public", "fl_bad")), "after repair", ddlWait)
 	run.stop(t)
 
-	r.compareAll(t)
+	if cluster != nil {
+		for i, node := range cluster.Nodes {
+			syncReplicas(t, node, "walshadow_test")
+			t.Logf("node %c:", 'A'+i)
+			r.compareOn(t, nodeDSN(node), "public")
+		}
+	} else {
+		r.compareAll(t)
+	}
 	r.assertNoLoadTables(t)
 	e := r.ledgerEntry(t, badOid)
 	if e.Phase != load.PhaseDone || e.FailedAt == 0 || !strings.Contains(e.Reason, "fl_bad") {

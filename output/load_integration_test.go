@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/load"
+	"github.com/walshadow/walshadow/internal/testrig"
 )
 
 // TestInitialLoadMatchesSource: tables that hold rows before walshadow
@@ -25,7 +26,13 @@ func TestInitialLoadMatchesSource(t *testing.T) {
 }
 
 func testInitialLoad(t *testing.T, mode load.Mode) {
-	r := newRig(t)
+	testInitialLoadOn(t, newRig(t), mode, nil)
+}
+
+// testInitialLoadOn is testInitialLoad writing through r; with a cluster
+// the output replicates into it (no foreign table is planted: it would be
+// on node A alone) and every node is compared.
+func testInitialLoadOn(t *testing.T, r *rig, mode load.Mode, cluster *testrig.ClickHouseCluster) {
 	r.src.Exec(t, `CREATE TABLE ld_keyed (id int PRIMARY KEY, v text, n numeric, tags text[], big text);
 		INSERT INTO ld_keyed SELECT g, 'v' || g, g * 1.5, ARRAY['a' || g, 'b'], NULL FROM generate_series(1, 30000) g;
 		UPDATE ld_keyed SET big = (SELECT string_agg(md5(random()::text || i::text), '') FROM generate_series(1, 200) i WHERE ld_keyed.id > 0) WHERE id % 1000 = 0;
@@ -74,12 +81,17 @@ func testInitialLoad(t *testing.T, mode load.Mode) {
 		}
 	}()
 
-	// A table this output never published already holds one name.
-	r.ch.HTTPQuery(t, "CREATE DATABASE IF NOT EXISTS walshadow_test")
-	r.ch.HTTPQuery(t, "CREATE TABLE walshadow_test.`public.ld_empty` (id Int32) ENGINE = MergeTree ORDER BY id")
-	r.ch.HTTPQuery(t, "INSERT INTO walshadow_test.`public.ld_empty` VALUES (42)")
+	extra := ""
+	if cluster == nil {
+		// A table this output never published already holds one name.
+		r.ch.HTTPQuery(t, "CREATE DATABASE IF NOT EXISTS walshadow_test")
+		r.ch.HTTPQuery(t, "CREATE TABLE walshadow_test.`public.ld_empty` (id Int32) ENGINE = MergeTree ORDER BY id")
+		r.ch.HTTPQuery(t, "INSERT INTO walshadow_test.`public.ld_empty` VALUES (42)")
+	} else {
+		extra = "\ncluster: " + cluster.Name
+	}
 	logs := &logLines{}
-	run := r.startLogged(t, fmt.Sprintf("initial_load: { mode: %s, workers: 2, split_bytes: 262144 }", mode), logs)
+	run := r.startLogged(t, fmt.Sprintf("initial_load: { mode: %s, workers: 2, split_bytes: 262144 }", mode)+extra, logs)
 	r.waitLoadsDone(t, run, logs, 3, 3*time.Minute)
 	cancel()
 	wg.Wait()
@@ -92,13 +104,24 @@ func testInitialLoad(t *testing.T, mode load.Mode) {
 	r.src.Exec(t, "CREATE TABLE ld_marker (id int PRIMARY KEY); INSERT INTO ld_marker VALUES (1)")
 	r.waitCH(t, run, liveCountSQL("public", "ld_marker"), "1", ddlWait)
 	run.stop(t)
-	r.compareAll(t)
+	if cluster != nil {
+		for i, node := range cluster.Nodes {
+			syncReplicas(t, node, "walshadow_test")
+			t.Logf("node %c:", 'A'+i)
+			r.compareOn(t, nodeDSN(node), "public")
+		}
+	} else {
+		r.compareAll(t)
+	}
 	if t.Failed() {
 		logs.logMatching(t, "initial load")
 		t.Log(r.ch.HTTPQuery(t, "SELECT a, b, _lsn, _xid, _seq, _is_deleted FROM walshadow_test.`public.ld_log` FINAL WHERE b = 'late' ORDER BY a LIMIT 40 FORMAT TSV"))
 		t.Log(r.src.QueryString(t, "SELECT string_agg(a::text || ' ' || xmin::text, ', ' ORDER BY a) FROM ld_log WHERE b = 'late'"))
 	}
 	r.assertNoLoadTables(t)
+	if cluster != nil {
+		return
+	}
 	// The table that held ld_empty's name before walshadow is kept aside.
 	if got := r.ch.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM walshadow_test.`public.ld_empty__wsreplaced_%d`", r.relOid(t, "ld_empty"))); got != "1" {
 		t.Errorf("the table found under ld_empty's name: %s rows kept aside, want 1", got)

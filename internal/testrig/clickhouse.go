@@ -403,7 +403,7 @@ func (ch *ClickHouse) restartOnSamePorts() error {
 	}()
 	deadline := time.Now().Add(clickHouseStartTimeout)
 	for {
-		if _, err := ch.query(context.Background(), "SELECT 1"); err == nil {
+		if _, err := ch.query(context.Background(), ch.readyQuery()); err == nil {
 			return nil
 		}
 		select {
@@ -456,4 +456,15 @@ func (ch *ClickHouse) thaw() error {
 	}
 	ch.frozen = false
 	return nil
+}
+
+// readyQuery answers once the server can serve what a test sends it. A
+// cluster node must also have its ZooKeeper session: 18.16 crashes
+// (SIGSEGV in zkutil::ZooKeeper::createImpl) on a statement ON CLUSTER
+// that comes before it, a fraction of a second after it answers SELECT 1.
+func (ch *ClickHouse) readyQuery() string {
+	if ch.cluster != nil {
+		return "SELECT count() FROM system.zookeeper WHERE path = '/'"
+	}
+	return "SELECT 1"
 }
