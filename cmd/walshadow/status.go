@@ -56,6 +56,10 @@ type statusTarget struct {
 	// "": not known, no config given).
 	SpoolMaxBytes int64
 	SpoolRelease  string
+	// Clusters are the config's clickhouse_ddl outputs that name a
+	// cluster (NODES); ClustersErr: the outputs could not be read.
+	Clusters    []clusterTarget
+	ClustersErr error
 }
 
 func statusCommand() *cli.Command {
@@ -68,6 +72,9 @@ marker and postmaster.pid, the ClickHouse output's written.json) and prints
 every position with its age and the lags between them. With a source DSN it
 also asks the source for its current WAL position and the replication
 slot's state, and prints how far each position is behind the source.
+With a clickhouse_ddl output that names a cluster it lists the cluster's
+nodes (NODES): each one's version, macros, replication queue and delay for
+the output's database, or why it does not answer.
 Nothing is written, and the running session is not disturbed.
 
 The state directory, source DSN and slot come from the pipeline config
@@ -120,6 +127,7 @@ func statusTargetOf(c *cli.Context) (statusTarget, error) {
 		}
 		t = statusTarget{StateDir: ps.StateDir, SourceDSN: ps.SourceDSN, SlotName: ps.SlotName,
 			SpoolMaxBytes: ps.SpoolMaxBytes, SpoolRelease: ps.SpoolRelease}
+		t.Clusters, t.ClustersErr = clusterTargets(c.Args().First(), ps.Label)
 	default:
 		return t, fmt.Errorf("give one pipeline config, not %d arguments", c.NArg())
 	}
@@ -174,6 +182,9 @@ type statusReport struct {
 	spoolErr     error
 	spoolMax     int64
 	spoolRelease string
+
+	clusters    []clusterStatus // the NODES of each cluster output
+	clustersErr error
 }
 
 type shadowStatus struct {
@@ -215,7 +226,9 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 	if m == nil {
 		return nil, fmt.Errorf("%s holds no %s: the session has not started yet (or state_dir names another directory)", t.StateDir, session.ManifestFile)
 	}
-	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m, spoolMax: t.SpoolMaxBytes, spoolRelease: t.SpoolRelease}
+	rep := &statusReport{now: now, stateDir: t.StateDir, manifest: m, spoolMax: t.SpoolMaxBytes, spoolRelease: t.SpoolRelease,
+		clustersErr: t.ClustersErr}
+	clusters := startClusterStatus(ctx, t.Clusters)
 	dir := statefile.StateDir(t.StateDir)
 	rep.shadow = readShadowStatus(dir.Shadow())
 	rep.spool, rep.spoolFound, rep.spoolErr = spool.ReadState(dir.Spool())
@@ -248,6 +261,7 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 	if t.SourceDSN != "" {
 		rep.src = querySource(ctx, t.SourceDSN, t.SlotName)
 	}
+	rep.clusters = clusters()
 	return rep, nil
 }
 
@@ -508,6 +522,7 @@ func (r *statusReport) write(out io.Writer) error {
 	r.writeLoads(w)
 	r.writeReloads(w)
 	r.writeLeft(w)
+	r.writeNodes(w)
 
 	if s := r.src; s != nil {
 		fmt.Fprintln(w)

@@ -24,7 +24,8 @@ const readTimeout = 30 * time.Second
 // ClickHouse checks the server the clickhouse_ddl output writes to: it
 // answers, its version and what its dialect lacks, the target database
 // (database, or the DSN's when empty) exists or can be created, and the
-// user can create, write and drop a table there.
+// user can create, write and drop a table there. With a cluster, also
+// ZooKeeper and every node (checkCluster).
 func ClickHouse(ctx context.Context, cfg clickhouse.ConnConfig, database string) Report {
 	var fs findings
 	if cfg.ReadTimeout == 0 {
@@ -39,11 +40,16 @@ func ClickHouse(ctx context.Context, cfg clickhouse.ConnConfig, database string)
 	}
 	defer conn.Close()
 	fs.info("clickhouse_version", describeDialect(conn.Dialect()))
-	if topo := conn.Topology(); topo.Cluster != "" {
-		fs.info("clickhouse_cluster", topo.String())
-	}
 	if database == "" {
 		database = conn.Database()
+	}
+	if topo := conn.Topology(); topo.Cluster != "" {
+		fs.info("clickhouse_cluster", topo.String())
+		if skip := fs.checkCluster(ctx, conn, cfg, database); skip != "" {
+			fs.warn("clickhouse_write", "skipped clickhouse_database and clickhouse_write: "+skip,
+				"run walshadow preflight again once every node and ZooKeeper answer")
+			return fs.r
+		}
 	}
 	if fs.checkCHDatabase(ctx, conn, database) {
 		fs.checkCHWrite(ctx, conn, database)
