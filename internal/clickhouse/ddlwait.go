@@ -64,7 +64,7 @@ func (c *Conn) execOnCluster(ctx context.Context, p driver.Conn, sql string) err
 	// endless wait; 2n arrives as n); servers that take settings as
 	// strings read 2n, a longer wait and no harm.
 	err := p.Exec(clickhousego.Context(ctx, clickhousego.WithSettings(clickhousego.Settings{
-		"distributed_ddl_task_timeout": 2 * int(ddlServerWait/time.Second),
+		"distributed_ddl_task_timeout": 2 * int(c.serverWait(ddlServerWait)/time.Second),
 	})), sql)
 	task, queued := ddlTask(err)
 	if !queued {
@@ -144,4 +144,14 @@ func ddlStatus(value string) (int, string, bool) {
 		return 0, "", false
 	}
 	return code, strings.TrimSpace(rest), true
+}
+
+// serverWait is d, or less when the connection's read timeout would end
+// the wait first: the server sends nothing while it waits, and a read
+// timed out on the client looks like a node that hangs (failover.go).
+func (c *Conn) serverWait(d time.Duration) time.Duration {
+	if c.opts != nil && c.opts.ReadTimeout > 0 && d > c.opts.ReadTimeout/2 {
+		d = c.opts.ReadTimeout / 2
+	}
+	return max(d.Truncate(time.Second), time.Second)
 }

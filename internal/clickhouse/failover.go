@@ -149,7 +149,7 @@ func (c *Conn) readBarrier(ctx context.Context) error {
 		tables = append(tables, t)
 	}
 	rows.Close()
-	sctx := clickhousego.Context(ctx, clickhousego.WithSettings(clickhousego.Settings{"receive_timeout": int(syncWait / time.Second)}))
+	sctx := clickhousego.Context(ctx, clickhousego.WithSettings(clickhousego.Settings{"receive_timeout": int(c.serverWait(syncWait) / time.Second)}))
 	for _, t := range tables {
 		if err := p.Exec(sctx, "SYSTEM SYNC REPLICA "+QuoteQualified(t)); err != nil {
 			c.noteFailure(p, err)
