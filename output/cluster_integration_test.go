@@ -194,3 +194,41 @@ func TestClusterInitialLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterZooKeeperAway: ZooKeeper stopped for 20 s while rows stream
+// into a two-replica cluster makes the Replicated tables read-only; the
+// output waits and retries (no table is failed or loaded again) and every
+// table ends equal through both nodes.
+func TestClusterZooKeeperAway(t *testing.T) {
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
+	r := newRigOn(t, cluster.Nodes[0])
+	r.src.Exec(t, "CREATE TABLE zk_rows (id int PRIMARY KEY, v text); CREATE TABLE zk_marker (id int PRIMARY KEY)")
+	logs := &logLines{}
+	run := r.startLogged(t, "cluster: "+testrig.ClusterName+"\n", logs)
+	r.waitLoadsDone(t, run, logs, 2, 2*time.Minute)
+	insert := func(from, to int) {
+		for i := from; i < to; i++ {
+			r.src.Exec(t, fmt.Sprintf("INSERT INTO zk_rows VALUES (%d, 'v%d'); UPDATE zk_rows SET v = v || '+' WHERE id = %d", i, i, i/2))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	insert(0, 100)
+	cluster.ZK.Stop(t)
+	insert(100, 600)
+	cluster.ZK.Start(t)
+	insert(600, 700)
+	r.src.Exec(t, "INSERT INTO zk_marker VALUES (1)")
+	r.waitCH(t, run, liveCountSQL("public", "zk_marker"), "1", 3*time.Minute)
+	run.stop(t)
+	logs.logMatching(t, "level=WARN")
+	for _, bad := range []string{" failed at ", "initial load of public.zk_rows: copying", "restarting the walshadow session"} {
+		if n := strings.Count(logs.String(), bad); bad == "initial load of public.zk_rows: copying" && n > 1 || bad != "initial load of public.zk_rows: copying" && n > 0 {
+			t.Errorf("%q %d times in the log: ZooKeeper's absence must only delay the rows", bad, n)
+		}
+	}
+	for i, node := range cluster.Nodes {
+		syncReplicas(t, node, "walshadow_test")
+		t.Logf("node %c:", 'A'+i)
+		r.compareOn(t, nodeDSN(node), "public")
+	}
+}

@@ -648,6 +648,11 @@ var transientServerCodes = map[int32]bool{
 	252: true, // TOO_MANY_PARTS
 	319: true, // UNKNOWN_STATUS_OF_INSERT
 	425: true, // SYSTEM_ERROR
+	// A Replicated table's ZooKeeper away: the first insert after its
+	// session expired, and DDL ON CLUSTER, fail with these; it is the
+	// destination's outage, not the table's fault.
+	225: true, // NO_ZOOKEEPER
+	999: true, // KEEPER_EXCEPTION
 }
 
 // IsRetryable reports whether err is transient: network failures (refused,

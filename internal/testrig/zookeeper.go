@@ -163,7 +163,7 @@ maxClientCnxns=0
 forceSync=no
 preAllocSize=4096
 admin.enableServer=false
-4lw.commands.whitelist=ruok
+4lw.commands.whitelist=ruok,srvr
 `, filepath.Join(z.dir.path, "data"), port)
 	return os.WriteFile(z.cfgPath, []byte(cfg), 0o644)
 }
@@ -218,26 +218,41 @@ func (z *ZooKeeper) start() error {
 	}
 }
 
-// ruok asks the server whether it is running; it answers imok, without a
-// newline, and closes the connection.
+// ruok asks the server whether it is running (it answers imok, without a
+// newline, and closes the connection), then whether it serves requests:
+// srvr names its mode only then. A server that is running but not yet
+// serving fails a client's first session, and 18.16 then crashes on its
+// first statement ON CLUSTER (SIGSEGV in zkutil::ZooKeeper::createImpl).
 func (z *ZooKeeper) ruok() error {
-	conn, err := net.DialTimeout("tcp", z.Addr(), time.Second)
+	answer, err := z.fourLetters("ruok")
 	if err != nil {
 		return err
+	}
+	if answer != "imok" {
+		return fmt.Errorf("zookeeper answered ruok with %q", answer)
+	}
+	if answer, err = z.fourLetters("srvr"); err != nil {
+		return err
+	}
+	if !strings.Contains(answer, "Mode: ") {
+		return fmt.Errorf("zookeeper is not serving requests yet: srvr answered %q", answer)
+	}
+	return nil
+}
+
+// fourLetters sends one of ZooKeeper's four-letter commands.
+func (z *ZooKeeper) fourLetters(cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", z.Addr(), time.Second)
+	if err != nil {
+		return "", err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("ruok")); err != nil {
-		return err
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
 	}
 	answer, err := io.ReadAll(conn)
-	if err != nil {
-		return err
-	}
-	if string(answer) != "imok" {
-		return fmt.Errorf("zookeeper answered ruok with %q", answer)
-	}
-	return nil
+	return string(answer), err
 }
 
 // stop terminates the server (SIGTERM, then SIGKILL after 10 s) and waits
