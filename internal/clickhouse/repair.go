@@ -129,13 +129,9 @@ func (c *Conn) definitionOn(ctx context.Context, n Node, t Target) (string, erro
 // quotes and backquotes: a CREATE TABLE's column list.
 func columnsStart(sql string) int {
 	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; c {
+		switch sql[i] {
 		case '\'', '`', '"':
-			for i++; i < len(sql) && sql[i] != c; i++ {
-				if sql[i] == '\\' {
-					i++
-				}
-			}
+			i = closingQuote(sql, i)
 		case '(':
 			return i
 		}

@@ -262,11 +262,7 @@ func topLevel(sql, word string) int {
 	for i := 0; i < len(sql); i++ {
 		switch c := sql[i]; c {
 		case '\'', '`', '"':
-			for i++; i < len(sql) && sql[i] != c; i++ {
-				if sql[i] == '\\' {
-					i++
-				}
-			}
+			i = closingQuote(sql, i)
 		case '(':
 			depth++
 		case ')':
@@ -279,6 +275,18 @@ func topLevel(sql, word string) int {
 		}
 	}
 	return -1
+}
+
+// closingQuote is the offset of the quote that closes the one at sql[i]
+// (a backslash escapes the byte after it), or len(sql).
+func closingQuote(sql string, i int) int {
+	q := sql[i]
+	for i++; i < len(sql) && sql[i] != q; i++ {
+		if sql[i] == '\\' {
+			i++
+		}
+	}
+	return i
 }
 
 // CreateLikeReplicated renders the CREATE of table t with the structure

@@ -166,3 +166,17 @@ func TestParseQualified(t *testing.T) {
 		}
 	}
 }
+
+func TestColumnsStart(t *testing.T) {
+	for sql, want := range map[string]int{
+		"CREATE TABLE d.t (id Int64) ENGINE = X": 17,
+		"CREATE TABLE `d(`.`t\\`(` (id Int64)":   25,
+		"CREATE TABLE d.`it's (x` ( `a(` Int64)": 25,
+		"CREATE TABLE d.t AS other":              -1,
+		"CREATE TABLE 'unterminated (":           -1,
+	} {
+		if got := columnsStart(sql); got != want {
+			t.Errorf("columnsStart(%q) = %d, want %d", sql, got, want)
+		}
+	}
+}
