@@ -144,11 +144,7 @@ func TestClusterReplicaFailover(t *testing.T) {
 	// full socket buffer just waits: the output moves back to A, or
 	// waits out the freeze, depending on what it was doing.
 	t.Logf("moved back to node A while B was frozen: %v", strings.Contains(logs.String(), "writing to "+a.NativeAddr()))
-	for i, node := range cluster.Nodes {
-		syncReplicas(t, node, "walshadow_test")
-		t.Logf("node %c:", 'A'+i)
-		r.compareOn(t, nodeDSN(node), "public")
-	}
+	r.compareNodes(t, cluster)
 }
 
 // pgbenchInit creates pgbench's tables at scale 1 on src.
@@ -226,6 +222,13 @@ func TestClusterZooKeeperAway(t *testing.T) {
 			t.Errorf("%q %d times in the log: ZooKeeper's absence must only delay the rows", bad, n)
 		}
 	}
+	r.compareNodes(t, cluster)
+}
+
+// compareNodes compares every table of the public schema with the source
+// through each node of cluster, once the node has fetched every part.
+func (r *rig) compareNodes(t *testing.T, cluster *testrig.ClickHouseCluster) {
+	t.Helper()
 	for i, node := range cluster.Nodes {
 		syncReplicas(t, node, "walshadow_test")
 		t.Logf("node %c:", 'A'+i)

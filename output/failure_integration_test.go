@@ -61,11 +61,7 @@ func testTableFailureIsolated(t *testing.T, r *rig, cluster *testrig.ClickHouseC
 	run.stop(t)
 
 	if cluster != nil {
-		for i, node := range cluster.Nodes {
-			syncReplicas(t, node, "walshadow_test")
-			t.Logf("node %c:", 'A'+i)
-			r.compareOn(t, nodeDSN(node), "public")
-		}
+		r.compareNodes(t, cluster)
 	} else {
 		r.compareAll(t)
 	}

@@ -105,11 +105,7 @@ func testInitialLoadOn(t *testing.T, r *rig, mode load.Mode, cluster *testrig.Cl
 	r.waitCH(t, run, liveCountSQL("public", "ld_marker"), "1", ddlWait)
 	run.stop(t)
 	if cluster != nil {
-		for i, node := range cluster.Nodes {
-			syncReplicas(t, node, "walshadow_test")
-			t.Logf("node %c:", 'A'+i)
-			r.compareOn(t, nodeDSN(node), "public")
-		}
+		r.compareNodes(t, cluster)
 	} else {
 		r.compareAll(t)
 	}
