@@ -59,7 +59,12 @@ func (r *rig) dsn() string {
 	if r.chDSN != "" {
 		return r.chDSN
 	}
-	return r.ch.DSN("default")
+	return nodeDSN(r.ch)
+}
+
+// nodeDSN is the DSN of one server.
+func nodeDSN(ch *testrig.ClickHouse) string {
+	return "clickhouse://default:@" + ch.NativeAddr() + "/default"
 }
 
 // yaml is the reference pipeline with outputYAML (indented under
