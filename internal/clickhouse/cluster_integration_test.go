@@ -51,8 +51,9 @@ func TestClusterDDLWaitsForEveryNode(t *testing.T) {
 	if err := conn.Exec(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	b.StopServer(t)
 	spec := ColumnSpec{Name: "id", Type: ColumnType{Type: "Int64", Repr: ReprInt}}
+	truncateRounds(ctx, t, conn, cluster, spec)
+	b.StopServer(t)
 	table, err := CreateTable(conn.Dialect(), target, []ColumnSpec{spec}, []string{"id"}, TableOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -118,5 +119,52 @@ func TestClusterDDLWaitsForEveryNode(t *testing.T) {
 	}
 	if got := b.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'cl'"); got != "0" {
 		t.Errorf("node B still holds %s tables after DROP ON CLUSTER", got)
+	}
+}
+
+// truncateRounds: a TRUNCATE of a Replicated table, issued through the
+// cluster connection ten times between inserts, finishes every time and
+// leaves both nodes empty, for a table of one partition and one of
+// three; a block identical to one inserted before the TRUNCATE is not
+// dropped as a duplicate afterwards. (TRUNCATE ... ON CLUSTER itself
+// deadlocked by the second round: truncate_replicated.go.)
+func truncateRounds(ctx context.Context, t *testing.T, conn *Conn, cluster *testrig.ClickHouseCluster, spec ColumnSpec) {
+	t.Helper()
+	cols := []ColumnSpec{spec, {Name: ColLSN, Type: ColumnType{Type: "UInt64", Repr: ReprInt}}}
+	rows := [][]any{{int64(1), uint64(10)}, {int64(2), uint64(11)}, {int64(3), uint64(12)}}
+	for _, opts := range []TableOptions{{}, {PartitionBy: "id % 3"}} {
+		target := Target{Database: "cl", Table: "public.trunc" + strings.ReplaceAll(opts.PartitionBy, " ", "")}
+		create, err := CreateTable(conn.Dialect(), target, []ColumnSpec{spec}, []string{"id"}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Exec(ctx, create); err != nil {
+			t.Fatal(err)
+		}
+		count := "SELECT count() FROM " + QuoteQualified(target)
+		for round := 0; round < 10; round++ {
+			if err := conn.Insert(ctx, target, cols, rows); err != nil {
+				t.Fatal(err)
+			}
+			if got := cluster.Nodes[0].HTTPQuery(t, count); got != "3" {
+				t.Fatalf("%s round %d: node A holds %s rows before the TRUNCATE, want 3", target.Table, round, got)
+			}
+			roundCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			started := time.Now()
+			err := conn.Exec(roundCtx, TruncateTable(target))
+			cancel()
+			if err != nil {
+				t.Fatalf("%s round %d: TRUNCATE after %s: %v", target.Table, round, time.Since(started).Round(time.Millisecond), err)
+			}
+			for i, n := range cluster.Nodes {
+				n.HTTPQuery(t, "SYSTEM SYNC REPLICA "+QuoteQualified(target))
+				if got := n.HTTPQuery(t, count); got != "0" {
+					t.Errorf("%s round %d: node %d holds %s rows after the TRUNCATE", target.Table, round, i, got)
+				}
+			}
+		}
+		if err := conn.Exec(ctx, DropTable(target)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -216,6 +216,11 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
 	}
 	p := c.pool()
+	if distributed != sql && c.dialect.Replicated {
+		if t, ok := truncateTarget(sql); ok {
+			return c.truncateReplicated(ctx, p, t)
+		}
+	}
 	if distributed != sql {
 		if c.dialect.Replicated && strings.HasPrefix(sql, "CREATE TABLE") {
 			if distributed, err = c.joinExisting(ctx, distributed); err != nil {
