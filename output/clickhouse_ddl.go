@@ -664,8 +664,8 @@ func (o *chOutput) repairNodes(ctx context.Context) error {
 	for _, r := range repaired {
 		o.log.Warnf("ClickHouse cluster: %s was missing; re-created there under its replicas' ZooKeeper path, it fetches their rows", r)
 	}
-	if len(skipped) > 0 {
-		o.log.Warnf("ClickHouse cluster: node(s) %s did not answer; tables they lack are repaired at a later start", strings.Join(skipped, "; "))
+	for _, s := range skipped {
+		o.log.Warnf("ClickHouse cluster: %s; tried again at the next start", s)
 	}
 	if err != nil {
 		return fmt.Errorf("repairing the cluster's nodes: %w", err)

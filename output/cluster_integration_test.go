@@ -62,7 +62,7 @@ cluster: `+testrig.ClusterName+`
 	for i, node := range cluster.Nodes {
 		syncReplicas(t, node, "walshadow_test")
 		t.Logf("node %c:", 'A'+i)
-		r.compareOn(t, nodeDSN(node), "public")
+		r.compareOn(t, node.DSN("default"), "public")
 		tables := node.HTTPQuery(t, "SELECT name, engine FROM system.tables WHERE database = 'walshadow_test' ORDER BY name")
 		if tables == "" {
 			t.Errorf("node %c holds no table", 'A'+i)
@@ -232,6 +232,6 @@ func (r *rig) compareNodes(t *testing.T, cluster *testrig.ClickHouseCluster) {
 	for i, node := range cluster.Nodes {
 		syncReplicas(t, node, "walshadow_test")
 		t.Logf("node %c:", 'A'+i)
-		r.compareOn(t, nodeDSN(node), "public")
+		r.compareOn(t, node.DSN("default"), "public")
 	}
 }

@@ -59,12 +59,7 @@ func (r *rig) dsn() string {
 	if r.chDSN != "" {
 		return r.chDSN
 	}
-	return nodeDSN(r.ch)
-}
-
-// nodeDSN is the DSN of one server.
-func nodeDSN(ch *testrig.ClickHouse) string {
-	return "clickhouse://default:@" + ch.NativeAddr() + "/default"
+	return r.ch.DSN("default")
 }
 
 // yaml is the reference pipeline with outputYAML (indented under

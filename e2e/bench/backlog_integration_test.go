@@ -155,7 +155,7 @@ func BenchmarkBacklogVsPgoutput(b *testing.B) {
 	counts, compared := r.compareEnd(b, oids)
 	if cl != nil {
 		for i, node := range cl.nodes {
-			clCounts, clCompared := cl.compareEndOn(b, oids, nodeDSN(node))
+			clCounts, clCompared := cl.compareEndOn(b, oids, node.DSN("default"))
 			b.Logf("cluster node %c: %s in ClickHouse/source; %d of %d pgbench tables compared equal", 'A'+i, clCounts, clCompared, len(pgbenchTables))
 		}
 		clusterRatio := wsCluster.wall.Seconds() / ws.wall.Seconds()
@@ -233,7 +233,7 @@ func newBacklogRig(b *testing.B) *backlogRig {
 		testrig.WithSetting("log_min_error_statement", "panic"),
 		testrig.WithSetting("autovacuum", "off"))
 	ch := testrig.StartClickHouse(b)
-	r := &backlogRig{src: src, ch: ch, nodes: []*testrig.ClickHouse{ch}, chDSN: nodeDSN(ch), stateDir: testrig.NewStateDir(b, src),
+	r := &backlogRig{src: src, ch: ch, nodes: []*testrig.ClickHouse{ch}, chDSN: ch.DSN("default"), stateDir: testrig.NewStateDir(b, src),
 		slot: physicalSlot, markerSeq: new(int), bridgeDir: testrig.BuildPgext(b, src.BinDir())}
 	r.ChildRuns = testrig.NewChildRuns(b, "walshadow-bench-", r.pipeline(b, os.Getenv("WALSHADOW_BENCH_OUTPUT_YAML")))
 	return r
@@ -258,11 +258,6 @@ func (r *backlogRig) pipeline(b *testing.B, outputYAML string) string {
 		LogLevel: "info", LogFormat: "logfmt", Session: os.Getenv("WALSHADOW_BENCH_SESSION_YAML"),
 		Output: testrig.ClickHouseOutput(r.chDSN, chDatabase, outputYAML),
 	}.YAML()
-}
-
-// nodeDSN is the DSN of one server.
-func nodeDSN(ch *testrig.ClickHouse) string {
-	return "clickhouse://default:@" + ch.NativeAddr() + "/default"
 }
 
 // start starts the next child run of the pipeline; extraEnv goes to its

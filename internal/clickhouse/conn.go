@@ -164,7 +164,7 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 
 // readTopology reads cluster's nodes from system.clusters.
 func readTopology(ctx context.Context, native driver.Conn, cluster string) (Topology, error) {
-	rows, err := native.Query(ctx, "SELECT cluster, host_name, port, shard_num, replica_num, is_local FROM system.clusters")
+	rows, err := native.Query(ctx, "SELECT cluster, host_name, port, shard_num, replica_num FROM system.clusters")
 	if err != nil {
 		return Topology{}, fmt.Errorf("reading system.clusters: %w", err)
 	}
@@ -174,13 +174,11 @@ func readTopology(ctx context.Context, native driver.Conn, cluster string) (Topo
 	for rows.Next() {
 		var name string
 		var n Node
-		var local uint8
-		if err := rows.Scan(&name, &n.Host, &n.Port, &n.Shard, &n.Replica, &local); err != nil {
+		if err := rows.Scan(&name, &n.Host, &n.Port, &n.Shard, &n.Replica); err != nil {
 			return Topology{}, fmt.Errorf("reading system.clusters: %w", err)
 		}
 		known[name] = true
 		if name == cluster {
-			n.Local = local == 1
 			nodes = append(nodes, n)
 		}
 	}

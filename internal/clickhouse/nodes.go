@@ -100,23 +100,28 @@ func ReadNodes(ctx context.Context, cfg ConnConfig, topo Topology, database stri
 	return facts
 }
 
+// nodeOptions are opts (the DSN's, TLS applied) for one connection to
+// node n alone, with the short timeouts a per-node read gets.
+func nodeOptions(opts clickhousego.Options, n Node) *clickhousego.Options {
+	opts.Addr = []string{net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))}
+	opts.DialTimeout, opts.ReadTimeout = nodeDialTimeout, NodeTimeout
+	opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
+	return &opts
+}
+
 // readNode reads one node; opts is the DSN's, copied.
 func readNode(ctx context.Context, opts clickhousego.Options, cfg ConnConfig, n Node, database string) NodeFacts {
 	f := NodeFacts{Node: n}
 	ctx, cancel := context.WithTimeout(ctx, NodeTimeout)
 	defer cancel()
-	opts.Addr = []string{net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))}
 	if cfg.TLS != nil {
 		opts.TLS = cfg.TLS
 	}
-	opts.DialTimeout = nodeDialTimeout
-	opts.ReadTimeout = NodeTimeout
-	opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
 	who := "node " + n.Addr()
 	if opts.Auth.Username != "" {
 		who += " as user " + strconv.Quote(opts.Auth.Username)
 	}
-	native, err := clickhousego.Open(&opts)
+	native, err := clickhousego.Open(nodeOptions(opts, n))
 	if err != nil {
 		f.Err = fmt.Errorf("connecting to %s: %w", who, err)
 		return f

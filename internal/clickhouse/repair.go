@@ -3,8 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	clickhousego "github.com/ClickHouse/clickhouse-go/v2"
@@ -18,9 +16,10 @@ import (
 // (joinExisting), so the node that lacked the table joins its replicas
 // and fetches their rows; nothing is copied from the source. The
 // reconcile at start reads one node only, and would not see it. A node
-// that does not answer is passed over (and named in skipped): the
-// tables it lacks, if any, are repaired at a later start. It returns
-// what it re-created, "table on node" each.
+// that does not answer, or a table that cannot be re-created, is passed
+// over and described in skipped: it concerns that node or table alone,
+// and the next start tries again. err is only ctx's. It returns what it
+// re-created, "table on node" each.
 func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, skipped []string, err error) {
 	if c.topology.Cluster == "" || len(targets) == 0 {
 		return nil, nil, nil
@@ -34,7 +33,7 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 	for i, n := range c.topology.Nodes {
 		tables, err := c.nodeTables(ctx, n, databases)
 		if err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s (%v)", n.Addr(), err))
+			skipped = append(skipped, fmt.Sprintf("node %s did not answer (%v): the tables it lacks, if any, are not re-created", n.Addr(), err))
 			continue
 		}
 		held[i] = tables
@@ -54,11 +53,15 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 			continue
 		}
 		create, err := c.definitionOn(ctx, c.topology.Nodes[holder], t)
-		if err != nil {
-			return repaired, skipped, err
+		if err == nil {
+			err = c.Exec(ctx, create)
 		}
-		if err := c.Exec(ctx, create); err != nil {
-			return repaired, skipped, fmt.Errorf("re-creating %s on %s: %w", QuoteQualified(t), strings.Join(lacking, ", "), err)
+		if ctx.Err() != nil {
+			return repaired, skipped, ctx.Err()
+		}
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s is not re-created on %s: %v", QuoteQualified(t), strings.Join(lacking, ", "), err))
+			continue
 		}
 		repaired = append(repaired, fmt.Sprintf("%s on %s", QuoteQualified(t), strings.Join(lacking, ", ")))
 	}
@@ -68,16 +71,12 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 // onNode runs fn over a connection of its own to node n (the DSN's user
 // and settings with the node's address).
 func (c *Conn) onNode(ctx context.Context, n Node, fn func(context.Context, driver.Conn) error) error {
-	opts := *c.opts
-	opts.Addr = []string{net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))}
-	opts.DialTimeout, opts.ReadTimeout = nodeReadTimeout, nodeReadTimeout
-	opts.MaxOpenConns, opts.MaxIdleConns = 1, 1
-	native, err := clickhousego.Open(&opts)
+	native, err := clickhousego.Open(nodeOptions(*c.opts, n))
 	if err != nil {
 		return err
 	}
 	defer native.Close()
-	ctx, cancel := context.WithTimeout(ctx, nodeReadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, NodeTimeout)
 	defer cancel()
 	return fn(ctx, native)
 }

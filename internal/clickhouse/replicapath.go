@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -123,9 +122,6 @@ func readIdent(q string) (name string, n int, err error) {
 	}
 	return "", 0, fmt.Errorf("unterminated identifier %q", q)
 }
-
-// nodeTimeout bounds a direct read of one node.
-const nodeReadTimeout = 5 * time.Second
 
 // nodePaths reads the ZooKeeper paths node n's system.replicas holds for
 // t.

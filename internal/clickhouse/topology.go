@@ -34,8 +34,6 @@ type Node struct {
 	Port    uint16
 	Shard   uint32
 	Replica uint32
-	// Local: is_local, the node the connection reached.
-	Local bool
 }
 
 // Addr is host:port as the node names itself in the cluster.

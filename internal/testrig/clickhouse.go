@@ -169,23 +169,35 @@ func (ch *ClickHouse) stop() error {
 	// before it exits.
 	ch.client.CloseIdleConnections()
 	ch.thaw()
-	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	return terminate(ch.cmd, ch.exited, 30*time.Second, "clickhouse-server")
+}
+
+// terminate sends cmd SIGTERM, then SIGKILL after grace, and waits until
+// exited is closed (the process reaped).
+func terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration, name string) error {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	select {
-	case <-ch.exited:
+	case <-exited:
 		return nil
-	case <-time.After(30 * time.Second):
+	case <-time.After(grace):
 	}
-	if err := ch.cmd.Process.Kill(); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		return err
 	}
-	<-ch.exited
-	return errors.New("clickhouse-server ignored SIGTERM for 30 s and was killed")
+	<-exited
+	return fmt.Errorf("%s ignored SIGTERM for %v and was killed", name, grace)
 }
 
 // NativeAddr is host:port of the native protocol (clickhouse-go/v2).
 func (ch *ClickHouse) NativeAddr() string { return "127.0.0.1:" + strconv.Itoa(ch.tcpPort) }
+
+// DSN is a clickhouse-go DSN of this server alone (user default, no
+// password) with database as the default database.
+func (ch *ClickHouse) DSN(database string) string {
+	return "clickhouse://default:@" + ch.NativeAddr() + "/" + database
+}
 
 // HTTPURL is the base URL of the HTTP interface.
 func (ch *ClickHouse) HTTPURL() string { return "http://127.0.0.1:" + strconv.Itoa(ch.httpPort) + "/" }

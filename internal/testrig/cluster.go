@@ -333,7 +333,7 @@ func (c *ClickHouseCluster) DSN(database string) string {
 
 // NodeDSN is the DSN of node i alone (0 is node A).
 func (c *ClickHouseCluster) NodeDSN(i int, database string) string {
-	return "clickhouse://default:@" + c.Nodes[i].NativeAddr() + "/" + database
+	return c.Nodes[i].DSN(database)
 }
 
 // Macros are node i's {shard} and {replica} macros.

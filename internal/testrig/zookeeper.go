@@ -267,19 +267,7 @@ func (z *ZooKeeper) stop() error {
 		return nil
 	default:
 	}
-	if err := z.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	select {
-	case <-z.exited:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	if err := z.cmd.Process.Kill(); err != nil {
-		return err
-	}
-	<-z.exited
-	return errors.New("zookeeper ignored SIGTERM for 10 s and was killed")
+	return terminate(z.cmd, z.exited, 10*time.Second, "zookeeper")
 }
 
 // Addr is host:port of the client port.
