@@ -183,6 +183,8 @@ func (t Topology) Distribute(sql string) (string, error) {
 type scanner struct {
 	sql string
 	pos int
+	// nameStart and nameEnd bound the last name target read.
+	nameStart, nameEnd int
 }
 
 func (s *scanner) space() {

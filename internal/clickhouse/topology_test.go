@@ -154,6 +154,25 @@ func FuzzDistribute(f *testing.F) {
 			if rest := got[i+len(on):]; rest != "" && !strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "\n") {
 				t.Fatalf("Distribute(%q) = %q: ON CLUSTER inside a token", sql, got)
 			}
+			if strings.HasPrefix(sql, "RENAME") {
+				continue // not yet on shards
+			}
+			sharded, err := wsShards.Statements(sql)
+			if err != nil {
+				t.Fatalf("sharded %q: %v", sql, err)
+			}
+			local := QuoteQualified(LocalTarget(tg))
+			touched := strings.HasPrefix(sql, "CREATE DATABASE")
+			for _, st := range sharded {
+				if !strings.Contains(st, on) {
+					t.Fatalf("sharded %q: %q runs on one node", sql, st)
+				}
+				touched = touched || strings.HasPrefix(st, "ALTER TABLE "+local) || strings.HasPrefix(st, "TRUNCATE TABLE IF EXISTS "+local) ||
+					strings.HasPrefix(st, "DROP TABLE IF EXISTS "+local) || strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS "+local)
+			}
+			if !touched {
+				t.Fatalf("sharded %q: %q leave the local table alone", sql, sharded)
+			}
 		}
 	})
 }

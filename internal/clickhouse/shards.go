@@ -1,0 +1,248 @@
+package clickhouse
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A cluster of several shards holds each table twice over. The rows live
+// in a shard-local Replicated table in a database of its own, the user's
+// database name with LocalSuffix (walshadow_local.`public.orders`); the
+// name users query (walshadow.`public.orders`) is a Distributed table over
+// those, on every node. The Distributed table sends each inserted row to
+// one shard by its sharding key, a hash of the table's ORDER BY columns:
+// ReplacingMergeTree collapses the versions of a row only within one
+// table, so every version of a row identity (the replica identity key, or
+// a keyless table's physical identity or change-log position, which is
+// what ORDER BY holds) must land on one shard, and the sorting key is
+// exactly that identity. A sorting key column's type never changes in
+// place (ClassifyTypeChange reloads the table instead), so a row's shard
+// never moves under it.
+//
+// Topology.Statements turns each statement this package renders for one
+// server into the statements that do the same on such a cluster; not
+// every form is covered yet (ErrNotDistributable names the rest), and
+// NewTopology still refuses clusters of several shards.
+
+// LocalSuffix is appended to a database's name to name the database of
+// its shard-local tables on a sharded cluster.
+const LocalSuffix = "_local"
+
+// LocalTarget is the shard-local table behind the Distributed table t.
+func LocalTarget(t Target) Target {
+	return Target{Database: t.Database + LocalSuffix, Table: t.Table}
+}
+
+// Sharded reports whether t spreads rows over several shards.
+func (t Topology) Sharded() bool { return t.Cluster != "" && t.Shards() > 1 }
+
+// ShardingKey is the Distributed engine's sharding expression for a
+// table sorted by orderBy (a rendered ORDER BY list, without its
+// parentheses).
+func ShardingKey(orderBy string) string { return "sipHash64(" + orderBy + ")" }
+
+// CreateDistributed renders the Distributed table t over its local table,
+// on cluster, with the local table's columns (CREATE ... AS copies them
+// on each node, where the local table exists by then).
+func CreateDistributed(cluster string, t Target, orderBy string) string {
+	local := LocalTarget(t)
+	return "CREATE TABLE IF NOT EXISTS " + QuoteQualified(t) + " AS " + QuoteQualified(local) +
+		" ENGINE = Distributed(" + QuoteString(cluster) + ", " + QuoteString(local.Database) + ", " +
+		QuoteString(local.Table) + ", " + ShardingKey(orderBy) + ")"
+}
+
+// Statements returns what runs for sql (a statement this package renders
+// for one server) on t, in order: sql itself on one server, sql ON
+// CLUSTER on a cluster of one shard (Distribute), and on a sharded
+// cluster the statements for the local tables and the Distributed ones,
+// each ON CLUSTER.
+func (t Topology) Statements(sql string) ([]string, error) {
+	if !t.Sharded() {
+		d, err := t.Distribute(sql)
+		if err != nil {
+			return nil, err
+		}
+		return []string{d}, nil
+	}
+	stmts, err := t.shardedStatements(sql)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range stmts {
+		if stmts[i], err = t.Distribute(s); err != nil {
+			return nil, err
+		}
+	}
+	return stmts, nil
+}
+
+// shardedStatements splits sql into its statements for the local and the
+// Distributed tables, before ON CLUSTER is added.
+func (t Topology) shardedStatements(sql string) ([]string, error) {
+	refuse := func() ([]string, error) {
+		return nil, fmt.Errorf("%w on a sharded cluster: %s", ErrNotDistributable, previewSQL(sql))
+	}
+	s := scanner{sql: sql}
+	switch {
+	case s.keywords("CREATE", "DATABASE"):
+		s.keywords("IF", "NOT", "EXISTS")
+		start := s.pos
+		if !s.ident() || !s.end() {
+			return refuse()
+		}
+		name, _, err := readIdent(strings.TrimSpace(sql[start:s.pos]))
+		if err != nil {
+			return refuse()
+		}
+		local, err := CreateDatabase(name + LocalSuffix)
+		if err != nil {
+			return nil, err
+		}
+		return []string{sql, local}, nil
+	case s.keywords("CREATE", "TABLE"):
+		s.keywords("IF", "NOT", "EXISTS")
+		target, rest, ok := s.target(sql)
+		if !ok || !strings.HasPrefix(strings.TrimLeft(rest, " \n"), "(") {
+			return refuse() // CREATE ... AS: not yet
+		}
+		orderBy, ok := orderByList(rest)
+		if !ok {
+			return refuse()
+		}
+		return []string{s.localized(sql, target), CreateDistributed(t.Cluster, target, orderBy)}, nil
+	case s.keywords("ALTER", "TABLE"):
+		target, rest, ok := s.target(sql)
+		if !ok {
+			return refuse()
+		}
+		local := s.localized(sql, target)
+		switch alterKind(rest) {
+		case alterColumns:
+			// The local tables first: the Distributed table never names a
+			// column its shards lack.
+			return []string{local, sql}, nil
+		case alterData:
+			return []string{local}, nil
+		}
+	case s.keywords("DROP", "TABLE"):
+		s.keywords("IF", "EXISTS")
+		target, rest, ok := s.target(sql)
+		if !ok || strings.TrimSpace(rest) != "" {
+			return refuse()
+		}
+		// The Distributed table first: nothing reads a local table that is gone.
+		return []string{sql, DropTable(LocalTarget(target))}, nil
+	case s.keywords("TRUNCATE", "TABLE"):
+		s.keywords("IF", "EXISTS")
+		target, rest, ok := s.target(sql)
+		if !ok || strings.TrimSpace(rest) != "" {
+			return refuse()
+		}
+		return []string{s.localized(sql, target)}, nil
+	case s.keywords("INSERT"), s.keywords("SELECT"), s.keywords("WITH"), s.keywords("SHOW"), s.keywords("DESCRIBE"), s.keywords("EXISTS"):
+		return []string{sql}, nil
+	}
+	return refuse()
+}
+
+// target reads the qualified name at the scanner's position; rest is what
+// follows it. The scanner stays after the name.
+func (s *scanner) target(sql string) (t Target, rest string, ok bool) {
+	s.space()
+	start := s.pos
+	if !s.qualified() {
+		return Target{}, "", false
+	}
+	t, err := parseQualified(sql[start:s.pos])
+	if err != nil {
+		return Target{}, "", false
+	}
+	s.nameStart, s.nameEnd = start, s.pos
+	return t, sql[s.pos:], true
+}
+
+// localized is sql with the name target just read replaced by its local
+// table's.
+func (s *scanner) localized(sql string, t Target) string {
+	return sql[:s.nameStart] + QuoteQualified(LocalTarget(t)) + sql[s.nameEnd:]
+}
+
+// orderByList is the list inside the top-level ORDER BY (...) of a
+// CREATE TABLE this package rendered.
+func orderByList(rest string) (string, bool) {
+	at := topLevel(rest, "ORDER")
+	if at < 0 {
+		return "", false
+	}
+	s := scanner{sql: rest, pos: at}
+	if !s.keywords("ORDER", "BY") || !s.punct('(') {
+		return "", false
+	}
+	depth, start := 1, s.pos
+	for i := start; i < len(rest); i++ {
+		switch rest[i] {
+		case '\'', '`', '"':
+			i = closingQuote(rest, i)
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				list := strings.TrimSpace(rest[start:i])
+				return list, list != ""
+			}
+		}
+	}
+	return "", false
+}
+
+type alterClass int
+
+const (
+	alterUnknown alterClass = iota
+	alterColumns            // the table's columns: local and Distributed tables
+	alterData               // its rows (mutations, partitions): local tables only
+)
+
+// alterKind classifies the commands of an ALTER TABLE (rest follows the
+// table's name); commands of both classes in one ALTER are unknown.
+func alterKind(rest string) alterClass {
+	kind := alterUnknown
+	for _, cmd := range splitTopLevel(rest, ',') {
+		s := scanner{sql: cmd}
+		var k alterClass
+		switch {
+		case s.keywords("ADD", "COLUMN"), s.keywords("DROP", "COLUMN"), s.keywords("MODIFY", "COLUMN"),
+			s.keywords("RENAME", "COLUMN"), s.keywords("COMMENT", "COLUMN"):
+			k = alterColumns
+		case s.keywords("DELETE", "WHERE"), s.keywords("UPDATE"), s.keywords("DROP", "PARTITION"):
+			k = alterData
+		default:
+			return alterUnknown
+		}
+		if kind != alterUnknown && kind != k {
+			return alterUnknown
+		}
+		kind = k
+	}
+	return kind
+}
+
+// splitTopLevel splits sql at sep outside quotes and parentheses.
+func splitTopLevel(sql string, sep byte) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; {
+		case c == '\'' || c == '`' || c == '"':
+			i = closingQuote(sql, i)
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == sep && depth == 0:
+			parts = append(parts, sql[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, sql[start:])
+}
