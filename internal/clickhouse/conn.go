@@ -129,17 +129,9 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	if cfg.Cluster != "" && len(opts.Addr) > 1 {
 		c.addrs = opts.Addr
-		if native, err = c.openPinned(ctx, opts); err != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", who, err)
-		}
-	} else {
-		if native, err = clickhousego.Open(opts); err != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", who, err)
-		}
-		if err := native.Ping(ctx); err != nil {
-			native.Close()
-			return nil, fmt.Errorf("connecting to %s: %w", who, err)
-		}
+	}
+	if native, err = c.reopen(ctx, opts); err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", who, err)
 	}
 	var version string
 	if err := native.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
@@ -157,9 +149,42 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			return nil, fmt.Errorf("%s: %w", who, err)
 		}
 		c.dialect.Replicated = true
+		if c.topology.Sharded() {
+			// An insert into a Distributed table returns only once every
+			// shard it touched has its rows, not when they are queued on
+			// the node that took them. in_order: inserts and reads go to
+			// the first healthy replica of each shard, so a read-back
+			// (unchanged TOAST) sees what the inserts wrote.
+			native.Close()
+			if opts.Settings == nil {
+				opts.Settings = clickhousego.Settings{}
+			}
+			opts.Settings["insert_distributed_sync"] = 1
+			opts.Settings["load_balancing"] = "in_order"
+			if native, err = c.reopen(ctx, opts); err != nil {
+				return nil, fmt.Errorf("connecting to %s: %w", who, err)
+			}
+		}
 	}
 	c.native = native
 	return c, nil
+}
+
+// reopen opens the pool: pinned to one host when failing over between
+// several (c.addrs), else over the DSN's hosts.
+func (c *Conn) reopen(ctx context.Context, opts *clickhousego.Options) (driver.Conn, error) {
+	if len(c.addrs) > 0 {
+		return c.openPinned(ctx, opts)
+	}
+	native, err := clickhousego.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := native.Ping(ctx); err != nil {
+		native.Close()
+		return nil, err
+	}
+	return native, nil
 }
 
 // readTopology reads cluster's nodes from system.clusters.
@@ -207,20 +232,41 @@ func (c *Conn) Native() driver.Conn { return c.pool() }
 // Close closes every connection of the pool.
 func (c *Conn) Close() error { return c.pool().Close() }
 
-// Exec runs one statement.
+// Exec runs one statement rendered for one server: on a cluster as
+// Topology.Statements has it run, each statement counted applied once
+// every node has run it (execOnCluster), a TRUNCATE of Replicated tables
+// as partition drops (truncateReplicated).
 func (c *Conn) Exec(ctx context.Context, sql string) error {
-	distributed, err := c.topology.Distribute(sql)
+	p := c.pool()
+	if t, ok := truncateTarget(sql); ok && c.dialect.Replicated && c.topology.Cluster != "" {
+		if c.topology.Sharded() {
+			t = LocalTarget(t)
+		}
+		return c.truncateReplicated(ctx, p, t)
+	}
+	if moves, ok := renames(sql); ok && c.topology.Sharded() {
+		return c.renameSharded(ctx, p, moves)
+	}
+	stmts, err := c.topology.Statements(sql)
 	if err != nil {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
 	}
-	p := c.pool()
-	if distributed != sql && c.dialect.Replicated {
-		if t, ok := truncateTarget(sql); ok {
-			return c.truncateReplicated(ctx, p, t)
+	if len(stmts) == 1 && stmts[0] == sql {
+		if strings.HasPrefix(sql, "INSERT") {
+			// INSERT ... SELECT reads back what was written.
+			if err := c.readBarrier(ctx); err != nil {
+				return err
+			}
+			p = c.pool()
 		}
+		if err := p.Exec(ctx, sql); err != nil {
+			c.noteFailure(p, err)
+			return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
+		}
+		return nil
 	}
-	if distributed != sql {
-		if c.dialect.Replicated && strings.HasPrefix(sql, "CREATE TABLE") {
+	for _, distributed := range stmts {
+		if c.dialect.Replicated && strings.HasPrefix(distributed, "CREATE TABLE") {
 			if distributed, err = c.joinExisting(ctx, distributed); err != nil {
 				return fmt.Errorf("on cluster %s: %w", QuoteIdent(c.topology.Cluster), err)
 			}
@@ -229,18 +275,6 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 			c.noteFailure(p, err)
 			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
 		}
-		return nil
-	}
-	if strings.HasPrefix(sql, "INSERT") {
-		// INSERT ... SELECT reads back what was written.
-		if err := c.readBarrier(ctx); err != nil {
-			return err
-		}
-		p = c.pool()
-	}
-	if err := p.Exec(ctx, sql); err != nil {
-		c.noteFailure(p, err)
-		return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
 	}
 	return nil
 }
@@ -738,6 +772,9 @@ func (c *Conn) InsertBlockRetrying(ctx context.Context, t Target, b *Block, p Re
 // AS like on one server; on a cluster with like's engine under a new
 // ZooKeeper path (CreateLikeReplicated), read from SHOW CREATE TABLE.
 func (c *Conn) CreateLike(ctx context.Context, t, like Target) error {
+	if c.topology.Sharded() {
+		return c.createLikeSharded(ctx, c.pool(), t, like)
+	}
 	sql := "CREATE TABLE " + QuoteQualified(t) + " AS " + QuoteQualified(like)
 	if c.dialect.Replicated {
 		var shown string

@@ -24,6 +24,15 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 	if c.topology.Cluster == "" || len(targets) == 0 {
 		return nil, nil, nil
 	}
+	if c.topology.Sharded() {
+		// The local tables first: a Distributed table is created AS its
+		// local table's columns.
+		locals := make([]Target, 0, 2*len(targets))
+		for _, t := range targets {
+			locals = append(locals, LocalTarget(t))
+		}
+		targets = append(locals, targets...)
+	}
 	databases := map[string]bool{}
 	for _, t := range targets {
 		databases[t.Database] = true
@@ -54,7 +63,9 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 		}
 		create, err := c.definitionOn(ctx, c.topology.Nodes[holder], t)
 		if err == nil {
-			err = c.Exec(ctx, create)
+			// As shown, not through Exec: on shards Exec would take it for
+			// a statement about the Distributed table's name.
+			err = c.execCreate(ctx, create)
 		}
 		if ctx.Err() != nil {
 			return repaired, skipped, ctx.Err()
@@ -136,4 +147,22 @@ func columnsStart(sql string) int {
 		}
 	}
 	return -1
+}
+
+// execCreate runs a CREATE TABLE as it is, ON CLUSTER, joining the
+// table's existing replicas (joinExisting).
+func (c *Conn) execCreate(ctx context.Context, create string) error {
+	distributed, err := c.topology.Distribute(create)
+	if err != nil {
+		return err
+	}
+	if distributed, err = c.joinExisting(ctx, distributed); err != nil {
+		return fmt.Errorf("on cluster %s: %w", QuoteIdent(c.topology.Cluster), err)
+	}
+	p := c.pool()
+	if err := c.execOnCluster(ctx, p, distributed); err != nil {
+		c.noteFailure(p, err)
+		return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
+	}
+	return nil
 }

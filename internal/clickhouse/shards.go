@@ -20,9 +20,11 @@ import (
 // never moves under it.
 //
 // Topology.Statements turns each statement this package renders for one
-// server into the statements that do the same on such a cluster; not
-// every form is covered yet (ErrNotDistributable names the rest), and
-// NewTopology still refuses clusters of several shards.
+// server into the statements that do the same on such a cluster. A RENAME
+// needs the sharding keys of the tables it moves, read from the server:
+// Conn.Exec runs it (ShardedRenames), as Conn.CreateLike copies a table.
+// Not every form is covered yet (ErrNotDistributable names the rest),
+// and NewTopology still refuses clusters of several shards.
 
 // LocalSuffix is appended to a database's name to name the database of
 // its shard-local tables on a sharded cluster.
@@ -42,13 +44,97 @@ func (t Topology) Sharded() bool { return t.Cluster != "" && t.Shards() > 1 }
 func ShardingKey(orderBy string) string { return "sipHash64(" + orderBy + ")" }
 
 // CreateDistributed renders the Distributed table t over its local table,
-// on cluster, with the local table's columns (CREATE ... AS copies them
-// on each node, where the local table exists by then).
-func CreateDistributed(cluster string, t Target, orderBy string) string {
+// on cluster, sharded by key (ShardingKey), with the local table's
+// columns (CREATE ... AS copies them on each node, where the local table
+// exists by then).
+func CreateDistributed(cluster string, t Target, key string) string {
 	local := LocalTarget(t)
 	return "CREATE TABLE IF NOT EXISTS " + QuoteQualified(t) + " AS " + QuoteQualified(local) +
 		" ENGINE = Distributed(" + QuoteString(cluster) + ", " + QuoteString(local.Database) + ", " +
-		QuoteString(local.Table) + ", " + ShardingKey(orderBy) + ")"
+		QuoteString(local.Table) + ", " + key + ")"
+}
+
+// DistributedKey reads the sharding expression of a Distributed table's
+// engine_full (system.tables), as the server prints it.
+func DistributedKey(engineFull string) (string, error) {
+	const head = "Distributed("
+	if !strings.HasPrefix(engineFull, head) || !strings.HasSuffix(engineFull, ")") {
+		return "", fmt.Errorf("not a Distributed engine: %s", previewSQL(engineFull))
+	}
+	args := splitTopLevel(engineFull[len(head):len(engineFull)-1], ',')
+	if len(args) != 4 {
+		return "", fmt.Errorf("a Distributed engine without a sharding key: %s", previewSQL(engineFull))
+	}
+	return strings.TrimSpace(args[3]), nil
+}
+
+// Rename is one move of a RENAME TABLE.
+type Rename struct{ From, To Target }
+
+// ShardedRenames renders, for renames already applied to the local
+// tables (each Distributed table keeps naming its local table by name),
+// the statements that leave one Distributed table per new name over the
+// local table of that name, sharded by the key of the table it came from
+// (keys holds each From's). A name that is both moved away and filled
+// (the swap of a load's publish) keeps its Distributed table when the
+// incoming table is sharded by the same key: it names the same local
+// table, which now holds the incoming rows, and readers never miss it.
+func ShardedRenames(cluster string, renames []Rename, keys map[Target]string) []string {
+	targets := map[Target]bool{}
+	sources := map[Target]bool{}
+	for _, r := range renames {
+		targets[r.To] = true
+		sources[r.From] = true
+	}
+	var stmts []string
+	for _, r := range renames {
+		if !targets[r.From] {
+			stmts = append(stmts, DropTable(r.From))
+		}
+	}
+	for _, r := range renames {
+		if sources[r.To] && keys[r.To] == keys[r.From] {
+			continue
+		}
+		stmts = append(stmts, DropTable(r.To), CreateDistributed(cluster, r.To, keys[r.From]))
+	}
+	return stmts
+}
+
+// renames reads the moves of a RENAME TABLE a TO b[, c TO d ...] this
+// package rendered.
+func renames(sql string) ([]Rename, bool) {
+	s := scanner{sql: sql}
+	if !s.keywords("RENAME", "TABLE") {
+		return nil, false
+	}
+	var out []Rename
+	for {
+		from, _, ok := s.target(sql)
+		if !ok || !s.keywords("TO") {
+			return nil, false
+		}
+		to, _, ok := s.target(sql)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, Rename{From: from, To: to})
+		if s.end() {
+			return out, true
+		}
+		if !s.punct(',') {
+			return nil, false
+		}
+	}
+}
+
+// localRenames renders RENAME TABLE of the local tables behind renames.
+func localRenames(renames []Rename) string {
+	moves := make([]string, len(renames))
+	for i, r := range renames {
+		moves[i] = QuoteQualified(LocalTarget(r.From)) + " TO " + QuoteQualified(LocalTarget(r.To))
+	}
+	return "RENAME TABLE " + strings.Join(moves, ", ")
 }
 
 // Statements returns what runs for sql (a statement this package renders
@@ -109,7 +195,7 @@ func (t Topology) shardedStatements(sql string) ([]string, error) {
 		if !ok {
 			return refuse()
 		}
-		return []string{s.localized(sql, target), CreateDistributed(t.Cluster, target, orderBy)}, nil
+		return []string{s.localized(sql, target), CreateDistributed(t.Cluster, target, ShardingKey(orderBy))}, nil
 	case s.keywords("ALTER", "TABLE"):
 		target, rest, ok := s.target(sql)
 		if !ok {

@@ -134,11 +134,18 @@ func (c *Conn) UnfinishedMutations(ctx context.Context, targets []Target) ([]Mut
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	want := make(map[Target]bool, len(targets))
+	// On shards the mutations are the local tables' (read here on the
+	// node in use, so of its shard only).
+	want := make(map[Target]Target, len(targets))
 	dbs := map[string]bool{}
 	var quoted []string
 	for _, t := range targets {
-		want[t] = true
+		if c.topology.Sharded() {
+			want[LocalTarget(t)] = t
+			t = LocalTarget(t)
+		} else {
+			want[t] = t
+		}
 		if !dbs[t.Database] {
 			dbs[t.Database] = true
 			quoted = append(quoted, QuoteString(t.Database))
@@ -156,7 +163,8 @@ func (c *Conn) UnfinishedMutations(ctx context.Context, targets []Target) ([]Mut
 		if err := rows.Scan(&m.Target.Database, &m.Target.Table, &m.ID, &m.Command, &m.PartsToDo); err != nil {
 			return nil, fmt.Errorf("reading system.mutations of ClickHouse at %s: %w", c.hosts, err)
 		}
-		if want[m.Target] {
+		if t, ok := want[m.Target]; ok {
+			m.Target = t
 			out = append(out, m)
 		}
 	}

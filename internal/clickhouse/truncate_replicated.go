@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -61,7 +62,7 @@ func DropPartitions(t Target, ids []string) string {
 // TRUNCATE would, without the TRUNCATE's deadlock. A table the node in
 // use does not hold is left alone, as TRUNCATE TABLE IF EXISTS does.
 func (c *Conn) truncateReplicated(ctx context.Context, p driver.Conn, t Target) error {
-	ids, held, err := partitionIDs(ctx, p, t)
+	ids, held, err := c.partitionIDs(ctx, p, t)
 	if err != nil {
 		c.noteFailure(p, err)
 		return fmt.Errorf("reading the partitions of %s on ClickHouse at %s: %w", QuoteQualified(t), c.hosts, err)
@@ -81,9 +82,10 @@ func (c *Conn) truncateReplicated(ctx context.Context, p driver.Conn, t Target) 
 }
 
 // partitionIDs lists the partitions a Replicated table has ever had, from
-// its ZooKeeper block_numbers node; held is false when the node p reaches
-// has no such Replicated table.
-func partitionIDs(ctx context.Context, p driver.Conn, t Target) (ids []string, held bool, err error) {
+// its ZooKeeper block_numbers node (on a sharded cluster, every shard's
+// table's); held is false when the node p reaches has no such Replicated
+// table.
+func (c *Conn) partitionIDs(ctx context.Context, p driver.Conn, t Target) (ids []string, held bool, err error) {
 	var path string
 	row := p.QueryRow(ctx, "SELECT zookeeper_path FROM system.replicas WHERE database = "+QuoteString(t.Database)+" AND table = "+QuoteString(t.Table))
 	if err := row.Scan(&path); err != nil {
@@ -92,17 +94,59 @@ func partitionIDs(ctx context.Context, p driver.Conn, t Target) (ids []string, h
 		}
 		return nil, false, err
 	}
-	rows, err := p.Query(ctx, "SELECT name FROM system.zookeeper WHERE path = "+QuoteString(path+"/block_numbers")+" ORDER BY name")
-	if err != nil {
-		return nil, true, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+	paths := []string{path}
+	if m := walshadowPath.FindStringSubmatch(path); m != nil && c.topology.Sharded() {
+		// The shards' tables share the random part of the path under
+		// their own {shard} values.
+		shards, err := zkChildren(ctx, p, "/clickhouse/tables")
+		if err != nil {
 			return nil, true, err
 		}
-		ids = append(ids, id)
+		paths = paths[:0]
+		for _, shard := range shards {
+			under, err := zkChildren(ctx, p, "/clickhouse/tables/"+shard+"/walshadow")
+			if err != nil {
+				continue // not a shard of walshadow's tables
+			}
+			for _, name := range under {
+				if name == m[1] {
+					paths = append(paths, "/clickhouse/tables/"+shard+"/walshadow/"+name)
+				}
+			}
+		}
 	}
-	return ids, true, rows.Err()
+	seen := map[string]bool{}
+	for _, path := range paths {
+		names, err := zkChildren(ctx, p, path+"/block_numbers")
+		if err != nil {
+			return nil, true, err
+		}
+		for _, id := range names {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	sort.Strings(ids)
+	return ids, true, nil
+}
+
+// zkChildren lists the children of a ZooKeeper node through
+// system.zookeeper.
+func zkChildren(ctx context.Context, p driver.Conn, path string) ([]string, error) {
+	rows, err := p.Query(ctx, "SELECT name FROM system.zookeeper WHERE path = "+QuoteString(path))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, rows.Err()
 }

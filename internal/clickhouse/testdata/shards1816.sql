@@ -140,12 +140,28 @@ DROP TABLE IF EXISTS `walshadow_local`.`public.every_type` ON CLUSTER `ws`;
 
 -- error: column "c_integer" of public.every_type changed type from integer to bigint: column type changes are not replicated
 
--- refused: statement form not known to run ON CLUSTER on a sharded cluster: RENAME TABLE `walshadow`.`public.orders` TO `other`.`public.orders`
-
--- refused: statement form not known to run ON CLUSTER on a sharded cluster: RENAME TABLE `walshadow`.`public.orders` TO `walshadow`.`public.orders_%5Frekey_old`, `walshadow`.`public.orders_%5Frekey` TO `walshadow`.`public.orders`
-
 ALTER TABLE `walshadow_local`.`public.orders` ON CLUSTER `ws` DROP PARTITION ID 'all';
 
 TRUNCATE TABLE IF EXISTS `walshadow_local`.`public.orders` ON CLUSTER `ws`;
 
 ALTER TABLE `walshadow_local`.`public.orders` ON CLUSTER `ws` DELETE WHERE `_lsn` < 42;
+
+-- a table renamed into another database
+RENAME TABLE `walshadow_local`.`public.orders` TO `other_local`.`public.orders` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `walshadow`.`public.orders` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `other`.`public.orders` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `other`.`public.orders` ON CLUSTER `ws` AS `other_local`.`public.orders` ENGINE = Distributed('ws', 'other_local', 'public.orders', sipHash64(id));
+
+-- a load's publish, same key: the Distributed table under the name stays
+RENAME TABLE `walshadow_local`.`public.orders` TO `walshadow_local`.`public.orders_%5Frekey_old`, `walshadow_local`.`public.orders_%5Frekey` TO `walshadow_local`.`public.orders` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws` AS `walshadow_local`.`public.orders_%5Frekey_old` ENGINE = Distributed('ws', 'walshadow_local', 'public.orders_%5Frekey_old', sipHash64(id));
+
+-- a rekey's publish: the key changed
+RENAME TABLE `walshadow_local`.`public.orders` TO `walshadow_local`.`public.orders_%5Frekey_old`, `walshadow_local`.`public.orders_%5Frekey` TO `walshadow_local`.`public.orders` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey` ON CLUSTER `ws`;
+DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws` AS `walshadow_local`.`public.orders_%5Frekey_old` ENGINE = Distributed('ws', 'walshadow_local', 'public.orders_%5Frekey_old', sipHash64(id));
+DROP TABLE IF EXISTS `walshadow`.`public.orders` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.orders` ON CLUSTER `ws` AS `walshadow_local`.`public.orders` ENGINE = Distributed('ws', 'walshadow_local', 'public.orders', sipHash64(id, region));

@@ -1,0 +1,74 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// shardingKey reads the sharding expression of the Distributed table t
+// on the node p reaches.
+func (c *Conn) shardingKey(ctx context.Context, p driver.Conn, t Target) (string, error) {
+	var engine string
+	if err := p.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = "+QuoteString(t.Database)+" AND name = "+QuoteString(t.Table)).Scan(&engine); err != nil {
+		c.noteFailure(p, err)
+		return "", fmt.Errorf("reading the sharding key of %s on ClickHouse at %s: %w", QuoteQualified(t), c.hosts, err)
+	}
+	key, err := DistributedKey(engine)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", QuoteQualified(t), err)
+	}
+	return key, nil
+}
+
+// renameSharded runs a RENAME TABLE on a sharded cluster: the local
+// tables move, then the Distributed tables follow them (ShardedRenames).
+// The sharding keys are read before anything moves.
+func (c *Conn) renameSharded(ctx context.Context, p driver.Conn, moves []Rename) error {
+	keys := make(map[Target]string, len(moves))
+	for _, m := range moves {
+		key, err := c.shardingKey(ctx, p, m.From)
+		if err != nil {
+			return err
+		}
+		keys[m.From] = key
+	}
+	return c.execAllOnCluster(ctx, p, append([]string{localRenames(moves)}, ShardedRenames(c.topology.Cluster, moves, keys)...))
+}
+
+// createLikeSharded copies table like as t on a sharded cluster: its
+// local table under a new ZooKeeper path, and a Distributed table over
+// that with like's sharding key.
+func (c *Conn) createLikeSharded(ctx context.Context, p driver.Conn, t, like Target) error {
+	var shown string
+	if err := p.QueryRow(ctx, "SHOW CREATE TABLE "+QuoteQualified(LocalTarget(like))).Scan(&shown); err != nil {
+		c.noteFailure(p, err)
+		return fmt.Errorf("reading the definition of %s on ClickHouse at %s: %w", QuoteQualified(LocalTarget(like)), c.hosts, err)
+	}
+	local, err := CreateLikeReplicated(LocalTarget(t), LocalTarget(like), shown, ReplicaPath())
+	if err != nil {
+		return err
+	}
+	key, err := c.shardingKey(ctx, p, like)
+	if err != nil {
+		return err
+	}
+	return c.execAllOnCluster(ctx, p, []string{local, CreateDistributed(c.topology.Cluster, t, key)})
+}
+
+// execAllOnCluster runs statements rendered for one server ON CLUSTER, in
+// order, each counted applied once every node has run it.
+func (c *Conn) execAllOnCluster(ctx context.Context, p driver.Conn, stmts []string) error {
+	for _, sql := range stmts {
+		distributed, err := c.topology.Distribute(sql)
+		if err != nil {
+			return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
+		}
+		if err := c.execOnCluster(ctx, p, distributed); err != nil {
+			c.noteFailure(p, err)
+			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
+		}
+	}
+	return nil
+}
