@@ -141,8 +141,8 @@ func TestShardedStatements(t *testing.T) {
 
 func TestDistributedKey(t *testing.T) {
 	for engine, want := range map[string]string{
-		"Distributed('ws', 'walshadow_local', 'public.t', sipHash64(id))":             "sipHash64(id)",
-		"Distributed(ws, 'd', 'a,b', sipHash64(`x,y`, z))":                            "sipHash64(`x,y`, z)",
+		"Distributed('ws', 'walshadow_local', 'public.t', sipHash64(id))":       "sipHash64(id)",
+		"Distributed(ws, 'd', 'a,b', sipHash64(`x,y`, z))":                      "sipHash64(`x,y`, z)",
 		"Distributed('ws', 'walshadow_local', 'it\\'s', sipHash64(_lsn, _seq))": "sipHash64(_lsn, _seq)",
 	} {
 		if got, err := DistributedKey(engine); err != nil || got != want {
