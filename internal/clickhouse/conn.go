@@ -152,15 +152,15 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 		if c.topology.Sharded() {
 			// An insert into a Distributed table returns only once every
 			// shard it touched has its rows, not when they are queued on
-			// the node that took them. in_order: inserts and reads go to
-			// the first healthy replica of each shard, so a read-back
-			// (unchanged TOAST) sees what the inserts wrote.
+			// the node that took them. (A read-back through it may still
+			// reach another replica of a shard than the insert did: the
+			// driver cannot send 18.16 a string setting such as
+			// load_balancing = 'in_order'.)
 			native.Close()
 			if opts.Settings == nil {
 				opts.Settings = clickhousego.Settings{}
 			}
 			opts.Settings["insert_distributed_sync"] = 1
-			opts.Settings["load_balancing"] = "in_order"
 			if native, err = c.reopen(ctx, opts); err != nil {
 				return nil, fmt.Errorf("connecting to %s: %w", who, err)
 			}
@@ -244,10 +244,7 @@ func (c *Conn) Exec(ctx context.Context, sql string) error {
 		}
 		return c.truncateReplicated(ctx, p, t)
 	}
-	if moves, ok := renames(sql); ok && c.topology.Sharded() {
-		return c.renameSharded(ctx, p, moves)
-	}
-	stmts, err := c.topology.Statements(sql)
+	stmts, err := c.topology.Statements(sql, func(t Target) (string, error) { return c.shardingKey(ctx, p, t) })
 	if err != nil {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
 	}

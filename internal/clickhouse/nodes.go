@@ -88,6 +88,9 @@ func ReadNodes(ctx context.Context, cfg ConnConfig, topo Topology, database stri
 	if database == "" {
 		database = "default"
 	}
+	if topo.Sharded() {
+		database += LocalSuffix // the Replicated tables are the local ones
+	}
 	var wg sync.WaitGroup
 	for i, n := range topo.Nodes {
 		wg.Add(1)

@@ -20,9 +20,9 @@ import (
 // never moves under it.
 //
 // Topology.Statements turns each statement this package renders for one
-// server into the statements that do the same on such a cluster. A RENAME
-// needs the sharding keys of the tables it moves, read from the server:
-// Conn.Exec runs it (ShardedRenames), as Conn.CreateLike copies a table.
+// server into the statements that do the same on such a cluster; a
+// Distributed table it makes again (a RENAME, a change of columns) keeps
+// the sharding key read from the server. Conn.CreateLike copies a table.
 // Not every form is covered yet (ErrNotDistributable names the rest),
 // and NewTopology still refuses clusters of several shards.
 
@@ -137,12 +137,17 @@ func localRenames(renames []Rename) string {
 	return "RENAME TABLE " + strings.Join(moves, ", ")
 }
 
+// KeyFunc reads the sharding key of an existing Distributed table.
+type KeyFunc func(Target) (string, error)
+
 // Statements returns what runs for sql (a statement this package renders
 // for one server) on t, in order: sql itself on one server, sql ON
 // CLUSTER on a cluster of one shard (Distribute), and on a sharded
 // cluster the statements for the local tables and the Distributed ones,
-// each ON CLUSTER.
-func (t Topology) Statements(sql string) ([]string, error) {
+// each ON CLUSTER. key reads the sharding key of a Distributed table
+// that is re-created (a RENAME, a change of columns); only a sharded
+// topology calls it.
+func (t Topology) Statements(sql string, key KeyFunc) ([]string, error) {
 	if !t.Sharded() {
 		d, err := t.Distribute(sql)
 		if err != nil {
@@ -150,7 +155,7 @@ func (t Topology) Statements(sql string) ([]string, error) {
 		}
 		return []string{d}, nil
 	}
-	stmts, err := t.shardedStatements(sql)
+	stmts, err := t.shardedStatements(sql, key)
 	if err != nil {
 		return nil, err
 	}
@@ -164,9 +169,20 @@ func (t Topology) Statements(sql string) ([]string, error) {
 
 // shardedStatements splits sql into its statements for the local and the
 // Distributed tables, before ON CLUSTER is added.
-func (t Topology) shardedStatements(sql string) ([]string, error) {
+func (t Topology) shardedStatements(sql string, key KeyFunc) ([]string, error) {
 	refuse := func() ([]string, error) {
 		return nil, fmt.Errorf("%w on a sharded cluster: %s", ErrNotDistributable, previewSQL(sql))
+	}
+	if moves, ok := renames(sql); ok {
+		keys := make(map[Target]string, len(moves))
+		for _, m := range moves {
+			k, err := key(m.From)
+			if err != nil {
+				return nil, err
+			}
+			keys[m.From] = k
+		}
+		return append([]string{localRenames(moves)}, ShardedRenames(t.Cluster, moves, keys)...), nil
 	}
 	s := scanner{sql: sql}
 	switch {
@@ -189,7 +205,7 @@ func (t Topology) shardedStatements(sql string) ([]string, error) {
 		s.keywords("IF", "NOT", "EXISTS")
 		target, rest, ok := s.target(sql)
 		if !ok || !strings.HasPrefix(strings.TrimLeft(rest, " \n"), "(") {
-			return refuse() // CREATE ... AS: not yet
+			return refuse() // CREATE ... AS: Conn.CreateLike
 		}
 		orderBy, ok := orderByList(rest)
 		if !ok {
@@ -204,9 +220,15 @@ func (t Topology) shardedStatements(sql string) ([]string, error) {
 		local := s.localized(sql, target)
 		switch alterKind(rest) {
 		case alterColumns:
-			// The local tables first: the Distributed table never names a
-			// column its shards lack.
-			return []string{local, sql}, nil
+			// 18.16 runs no ALTER ON CLUSTER of a table that is not
+			// replicated in a cluster whose shards are (code 371), so the
+			// Distributed table is made again over the altered local
+			// tables: absent for a moment on each node, never wrong.
+			k, err := key(target)
+			if err != nil {
+				return nil, err
+			}
+			return []string{local, DropTable(target), CreateDistributed(t.Cluster, target, k)}, nil
 		case alterData:
 			return []string{local}, nil
 		}

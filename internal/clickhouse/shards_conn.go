@@ -22,21 +22,6 @@ func (c *Conn) shardingKey(ctx context.Context, p driver.Conn, t Target) (string
 	return key, nil
 }
 
-// renameSharded runs a RENAME TABLE on a sharded cluster: the local
-// tables move, then the Distributed tables follow them (ShardedRenames).
-// The sharding keys are read before anything moves.
-func (c *Conn) renameSharded(ctx context.Context, p driver.Conn, moves []Rename) error {
-	keys := make(map[Target]string, len(moves))
-	for _, m := range moves {
-		key, err := c.shardingKey(ctx, p, m.From)
-		if err != nil {
-			return err
-		}
-		keys[m.From] = key
-	}
-	return c.execAllOnCluster(ctx, p, append([]string{localRenames(moves)}, ShardedRenames(c.topology.Cluster, moves, keys)...))
-}
-
 // createLikeSharded copies table like as t on a sharded cluster: its
 // local table under a new ZooKeeper path, and a Distributed table over
 // that with like's sharding key.

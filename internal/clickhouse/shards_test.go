@@ -9,6 +9,16 @@ import (
 	"testing"
 )
 
+// keysOf reads sharding keys from a map, or a default.
+func keysOf(keys map[Target]string) KeyFunc {
+	return func(t Target) (string, error) {
+		if k, ok := keys[t]; ok {
+			return k, nil
+		}
+		return "sipHash64(`id`)", nil
+	}
+}
+
 var wsShards = Topology{Cluster: "ws", Nodes: []Node{
 	{Host: "127.0.0.1", Port: 9000, Shard: 1, Replica: 1}, {Host: "127.0.0.1", Port: 9001, Shard: 2, Replica: 1}}}
 
@@ -21,7 +31,7 @@ func TestGoldenShardedDDL(t *testing.T) {
 	d.Replicated = true
 	var out []string
 	render := func(head, sql string) {
-		stmts, err := wsShards.Statements(sql)
+		stmts, err := wsShards.Statements(sql, keysOf(nil))
 		if err != nil {
 			if !errors.Is(err, ErrNotDistributable) {
 				t.Fatalf("%s: %v", sql, err)
@@ -63,17 +73,12 @@ func TestGoldenShardedDDL(t *testing.T) {
 		{"-- a load's publish, same key: the Distributed table under the name stays\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id)"}},
 		{"-- a rekey's publish: the key changed\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id, region)"}},
 	} {
-		moves, ok := renames(c.sql)
-		if !ok {
-			t.Fatalf("renames(%s) failed", c.sql)
+		stmts, err := wsShards.Statements(c.sql, keysOf(c.keys))
+		if err != nil {
+			t.Fatal(err)
 		}
-		stmts := append([]string{localRenames(moves)}, ShardedRenames(wsShards.Cluster, moves, c.keys)...)
 		for i := range stmts {
-			d, err := wsShards.Distribute(stmts[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts[i] = d + ";"
+			stmts[i] += ";"
 		}
 		out = append(out, c.head+strings.Join(stmts, "\n"))
 	}
@@ -108,7 +113,8 @@ func TestShardedStatements(t *testing.T) {
 			"CREATE TABLE IF NOT EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws` AS `d\\`b_local`.`public.a b\"c` ENGINE = Distributed('ws', 'd`b_local', 'public.a b\"c', sipHash64(`id`, `x,)`))"}},
 		{"ALTER TABLE `d\\`b`.`public.a b\"c` ADD COLUMN `x` Int8, DROP COLUMN `y`", []string{
 			"ALTER TABLE `d\\`b_local`.`public.a b\"c` ON CLUSTER `ws` ADD COLUMN `x` Int8, DROP COLUMN `y`",
-			"ALTER TABLE `d\\`b`.`public.a b\"c` ON CLUSTER `ws` ADD COLUMN `x` Int8, DROP COLUMN `y`"}},
+			"DROP TABLE IF EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws`",
+			"CREATE TABLE IF NOT EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws` AS `d\\`b_local`.`public.a b\"c` ENGINE = Distributed('ws', 'd`b_local', 'public.a b\"c', sipHash64(`id`))"}},
 		{"ALTER TABLE `d\\`b`.`public.a b\"c` DELETE WHERE `_lsn` < 5", []string{
 			"ALTER TABLE `d\\`b_local`.`public.a b\"c` ON CLUSTER `ws` DELETE WHERE `_lsn` < 5"}},
 		{DropTable(weird), []string{
@@ -117,7 +123,7 @@ func TestShardedStatements(t *testing.T) {
 		{TruncateTable(weird), []string{"TRUNCATE TABLE IF EXISTS `d\\`b_local`.`public.a b\"c` ON CLUSTER `ws`"}},
 		{"INSERT INTO `d`.`t` SELECT * FROM `d`.`u`", []string{"INSERT INTO `d`.`t` SELECT * FROM `d`.`u`"}},
 	} {
-		got, err := wsShards.Statements(c.sql)
+		got, err := wsShards.Statements(c.sql, keysOf(nil))
 		if err != nil || strings.Join(got, "\n;\n") != strings.Join(c.want, "\n;\n") {
 			t.Errorf("Statements(%s):\n%s\n(%v)\nwant\n%s", c.sql, strings.Join(got, "\n;\n"), err, strings.Join(c.want, "\n;\n"))
 		}
@@ -125,16 +131,15 @@ func TestShardedStatements(t *testing.T) {
 	for _, sql := range []string{
 		"ALTER TABLE `d`.`t` ADD COLUMN `x` Int8, DELETE WHERE 1",
 		"ALTER TABLE `d`.`t` FREEZE",
-		"RENAME TABLE `d`.`t` TO `d`.`u`",
 		"CREATE TABLE `d`.`t` AS `d`.`u` ENGINE = Memory",
 		"CREATE TABLE `d`.`t` (`x` Int8) ENGINE = Memory",
 		"OPTIMIZE TABLE `d`.`t`",
 	} {
-		if got, err := wsShards.Statements(sql); !errors.Is(err, ErrNotDistributable) {
+		if got, err := wsShards.Statements(sql, keysOf(nil)); !errors.Is(err, ErrNotDistributable) {
 			t.Errorf("Statements(%s) = %q, %v; want ErrNotDistributable", sql, got, err)
 		}
 	}
-	if one, err := wsCluster.Statements(TruncateTable(weird)); err != nil || len(one) != 1 || !strings.HasSuffix(one[0], " ON CLUSTER `ws`") {
+	if one, err := wsCluster.Statements(TruncateTable(weird), nil); err != nil || len(one) != 1 || !strings.HasSuffix(one[0], " ON CLUSTER `ws`") {
 		t.Errorf("one shard: %q, %v", one, err)
 	}
 }

@@ -86,15 +86,15 @@ func NewTopology(cluster string, nodes []Node, known []string) (Topology, error)
 		return nodes[i].Replica < nodes[j].Replica
 	})
 	t := Topology{Cluster: cluster, Nodes: nodes}
-	if s := t.Shards(); s > 1 && !shardsAllowed {
+	if s := t.Shards(); s > 1 && !AllowShards {
 		return Topology{}, fmt.Errorf("cluster %s has %d shards: walshadow replicates into clusters of one shard (every node a replica) only so far; sharded destinations need a Distributed table it does not create yet", QuoteIdent(cluster), s)
 	}
 	return t, nil
 }
 
-// shardsAllowed lets this package's tests open a sharded cluster while
-// the sharded layout is incomplete (shards.go).
-var shardsAllowed = false
+// AllowShards lets tests open a sharded cluster while the sharded
+// layout is incomplete (shards.go); nothing else sets it.
+var AllowShards = false
 
 // ReplicaPath is a new ZooKeeper path for one Replicated table: under
 // the {shard} macro, a random name. Random, not built from the table's

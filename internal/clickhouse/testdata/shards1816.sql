@@ -91,31 +91,38 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`public.events` ON CLUSTER `ws` AS `walsh
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `note` Nullable(String) DEFAULT 'it\'s \\ new';
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `note` Nullable(String) DEFAULT 'it\'s \\ new';
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `seen_at` Int64 DEFAULT CAST('1704164645123456' AS Int64);
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `seen_at` Int64 DEFAULT CAST('1704164645123456' AS Int64);
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `flag` UInt8 DEFAULT CAST(1 AS UInt8);
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `flag` UInt8 DEFAULT CAST(1 AS UInt8);
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `born` Nullable(Int32) DEFAULT 11356;
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `born` Nullable(Int32) DEFAULT 11356;
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `blob` Nullable(String) DEFAULT '\x00\'\x0A\\';
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `blob` Nullable(String) DEFAULT '\x00\'\x0A\\';
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `nothing` Nullable(Int32);
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `nothing` Nullable(Int32);
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 -- ok: ancient DEFAULT 1900-01-01
 
@@ -123,13 +130,16 @@ ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `nothing`
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` DROP COLUMN `c_money`;
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` DROP COLUMN `c_money`;
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` MODIFY COLUMN `c_integer` Nullable(Int64);
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` MODIFY COLUMN `c_integer` Nullable(Int64);
+DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
 
 ALTER TABLE `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` MODIFY COLUMN `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
-ALTER TABLE `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` MODIFY COLUMN `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
+DROP TABLE IF EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` AS `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ENGINE = Distributed('ws', 'walshadow_local', 'we`ird\\schema.t%2Ea%25ble', sipHash64(`id`));
 
 -- error: column "" of `walshadow`.`public.every_type`: empty name cannot reach ClickHouse
 

@@ -1,0 +1,84 @@
+package output_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/testrig"
+)
+
+// TestClusterShardedRandomWorkload streams the randomized workload (DML,
+// DDL, type changes, keyless tables, TRUNCATE, VACUUM FULL) into a cluster
+// of two shards through node A, then compares every table read through
+// the Distributed tables of node A and of node B, and checks per table
+// that no key (ORDER BY identity) has rows on both shards.
+func TestClusterShardedRandomWorkload(t *testing.T) {
+	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
+	clickhouse.AllowShards = true
+	seed := testrig.TestSeed(t)
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
+	r := newRigOn(t, cluster.Nodes[0], testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
+	run := r.start(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n")
+	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 10, Ops: 900, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true,
+		Keyless: true, TypeChanges: true}
+	r.src.CreateRandomSchema(t, opt)
+	t.Logf("workload: %v", r.src.RunRandomLoad(t, opt))
+
+	token := fmt.Sprintf("done-%d", seed)
+	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
+	marker := fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token)
+	r.waitCH(t, run, marker, "1", 3*time.Minute)
+	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
+	run.stop(t)
+
+	for i, node := range cluster.Nodes {
+		t.Logf("node %c:", 'A'+i)
+		r.compareOn(t, node.DSN("default"), "public")
+		tables := node.HTTPQuery(t, "SELECT database, name, engine FROM system.tables WHERE database IN ('walshadow_test', 'walshadow_test_local') ORDER BY database, name")
+		if tables == "" {
+			t.Errorf("node %c holds no table", 'A'+i)
+		}
+		for _, line := range strings.Split(tables, "\n") {
+			f := strings.Split(line, "\t")
+			if want := map[string]string{"walshadow_test": "Distributed", "walshadow_test_local": "ReplicatedReplacingMergeTree"}[f[0]]; f[2] != want {
+				t.Errorf("node %c: %s.%s is %s, not %s", 'A'+i, f[0], f[1], f[2], want)
+			}
+		}
+	}
+	checkNoKeyOnTwoShards(t, cluster)
+}
+
+// checkNoKeyOnTwoShards: for every Distributed table of walshadow_test,
+// no value of its sharding key's columns has rows in the local tables of
+// both shards, and both shards hold rows of some table.
+func checkNoKeyOnTwoShards(t *testing.T, cluster *testrig.ClickHouseCluster) {
+	t.Helper()
+	a, b := cluster.Nodes[0], cluster.Nodes[1]
+	engines := a.HTTPQuery(t, "SELECT name, engine_full FROM system.tables WHERE database = 'walshadow_test' AND engine = 'Distributed' ORDER BY name")
+	var split bool
+	for _, line := range strings.Split(engines, "\n") {
+		name, engine, _ := strings.Cut(line, "\t")
+		engine = strings.ReplaceAll(engine, `\'`, `'`)
+		key, err := clickhouse.DistributedKey(engine)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		cols := strings.TrimSuffix(strings.TrimPrefix(key, "sipHash64("), ")")
+		local := clickhouse.QuoteQualified(clickhouse.Target{Database: "walshadow_test_local", Table: name})
+		remote := fmt.Sprintf("remote('%s', 'walshadow_test_local', %s)", b.NativeAddr(), clickhouse.QuoteString(name))
+		both := a.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM %s WHERE (%s) IN (SELECT %s FROM %s)", local, cols, cols, remote))
+		onA, onB := a.HTTPQuery(t, "SELECT count() FROM "+local), b.HTTPQuery(t, "SELECT count() FROM "+local)
+		t.Logf("%s: sharded by %s; rows on shard 1 %s, on shard 2 %s; rows whose key is on both: %s", name, key, onA, onB, both)
+		if both != "0" {
+			t.Errorf("%s: %s rows of shard 1 have a key that shard 2 holds too", name, both)
+		}
+		split = split || onA != "0" && onB != "0"
+	}
+	if !split {
+		t.Errorf("no table has rows on both shards")
+	}
+}
