@@ -39,9 +39,61 @@ func LocalTarget(t Target) Target {
 func (t Topology) Sharded() bool { return t.Cluster != "" && t.Shards() > 1 }
 
 // ShardingKey is the Distributed engine's sharding expression for a
-// table sorted by orderBy (a rendered ORDER BY list, without its
-// parentheses).
-func ShardingKey(orderBy string) string { return "sipHash64(" + orderBy + ")" }
+// table sorted by orderBy (rendered ORDER BY items): sipHash64 of each
+// item's text (toString), since 18.16's sipHash64 refuses some key types
+// (UUID: code 43) and the text of a value identifies it within its type.
+// Arrays are hashed as they are (sipHash64 takes them; toString does
+// not). types maps a quoted column name to its type.
+func ShardingKey(orderBy []string, types map[string]string) string {
+	args := make([]string, len(orderBy))
+	for i, item := range orderBy {
+		if strings.HasPrefix(types[item], "Array(") {
+			args[i] = item
+		} else {
+			args[i] = "toString(" + item + ")"
+		}
+	}
+	return "sipHash64(" + strings.Join(args, ", ") + ")"
+}
+
+// columnTypes reads the column list of a CREATE TABLE this package
+// rendered (rest follows the table's name): each quoted name's type.
+func columnTypes(rest string) map[string]string {
+	open := strings.IndexByte(rest, '(')
+	if open < 0 {
+		return nil
+	}
+	depth, end := 0, -1
+	for i := open; i < len(rest) && end < 0; i++ {
+		switch rest[i] {
+		case '\'', '`', '"':
+			i = closingQuote(rest, i)
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				end = i
+			}
+		}
+	}
+	if end < 0 {
+		return nil
+	}
+	types := map[string]string{}
+	for _, def := range splitTopLevel(rest[open+1:end], ',') {
+		def = strings.TrimSpace(def)
+		s := scanner{sql: def}
+		if !s.ident() {
+			continue
+		}
+		typ := strings.TrimSpace(def[s.pos:])
+		if at := topLevel(typ, "DEFAULT"); at >= 0 {
+			typ = strings.TrimSpace(typ[:at])
+		}
+		types[def[:s.pos]] = typ
+	}
+	return types
+}
 
 // CreateDistributed renders the Distributed table t over its local table,
 // on cluster, sharded by key (ShardingKey), with the local table's
@@ -72,19 +124,16 @@ func DistributedKey(engineFull string) (string, error) {
 type Rename struct{ From, To Target }
 
 // ShardedRenames renders, for renames already applied to the local
-// tables (each Distributed table keeps naming its local table by name),
-// the statements that leave one Distributed table per new name over the
-// local table of that name, sharded by the key of the table it came from
-// (keys holds each From's). A name that is both moved away and filled
-// (the swap of a load's publish) keeps its Distributed table when the
-// incoming table is sharded by the same key: it names the same local
-// table, which now holds the incoming rows, and readers never miss it.
+// tables, the statements that leave one Distributed table per new name
+// over the local table of that name, sharded by the key of the table it
+// came from (keys holds each From's). Every new name's Distributed table
+// is made again, even where one stood (the swap of a load's publish):
+// a Distributed table keeps the columns it was created with, and the
+// incoming table's may differ. Readers miss the name for a moment.
 func ShardedRenames(cluster string, renames []Rename, keys map[Target]string) []string {
 	targets := map[Target]bool{}
-	sources := map[Target]bool{}
 	for _, r := range renames {
 		targets[r.To] = true
-		sources[r.From] = true
 	}
 	var stmts []string
 	for _, r := range renames {
@@ -93,9 +142,6 @@ func ShardedRenames(cluster string, renames []Rename, keys map[Target]string) []
 		}
 	}
 	for _, r := range renames {
-		if sources[r.To] && keys[r.To] == keys[r.From] {
-			continue
-		}
 		stmts = append(stmts, DropTable(r.To), CreateDistributed(cluster, r.To, keys[r.From]))
 	}
 	return stmts
@@ -211,7 +257,11 @@ func (t Topology) shardedStatements(sql string, key KeyFunc) ([]string, error) {
 		if !ok {
 			return refuse()
 		}
-		return []string{s.localized(sql, target), CreateDistributed(t.Cluster, target, ShardingKey(orderBy))}, nil
+		items := splitTopLevel(orderBy, ',')
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
+		}
+		return []string{s.localized(sql, target), CreateDistributed(t.Cluster, target, ShardingKey(items, columnTypes(rest)))}, nil
 	case s.keywords("ALTER", "TABLE"):
 		target, rest, ok := s.target(sql)
 		if !ok {

@@ -70,8 +70,8 @@ func TestGoldenShardedDDL(t *testing.T) {
 		keys map[Target]string
 	}{
 		{"-- a table renamed into another database\n", rename, map[Target]string{old: "sipHash64(id)"}},
-		{"-- a load's publish, same key: the Distributed table under the name stays\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id)"}},
-		{"-- a rekey's publish: the key changed\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id, region)"}},
+		{"-- a load's publish\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id)"}},
+		{"-- a rekey's publish: the key changes with the table\n", SwapIn(old, fresh, retired), map[Target]string{old: "sipHash64(id)", fresh: "sipHash64(id, region)"}},
 	} {
 		stmts, err := wsShards.Statements(c.sql, keysOf(c.keys))
 		if err != nil {
@@ -110,7 +110,7 @@ func TestShardedStatements(t *testing.T) {
 			"CREATE DATABASE IF NOT EXISTS `d\\`b_local` ON CLUSTER `ws`"}},
 		{"CREATE TABLE IF NOT EXISTS `d\\`b`.`public.a b\"c`\n(\n    `id` Int64,\n    `_lsn` UInt64\n)\nENGINE = ReplicatedReplacingMergeTree('/p', '{replica}', `_lsn`)\nORDER BY (`id`, `x,)`)", []string{
 			"CREATE TABLE IF NOT EXISTS `d\\`b_local`.`public.a b\"c` ON CLUSTER `ws`\n(\n    `id` Int64,\n    `_lsn` UInt64\n)\nENGINE = ReplicatedReplacingMergeTree('/p', '{replica}', `_lsn`)\nORDER BY (`id`, `x,)`)",
-			"CREATE TABLE IF NOT EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws` AS `d\\`b_local`.`public.a b\"c` ENGINE = Distributed('ws', 'd`b_local', 'public.a b\"c', sipHash64(`id`, `x,)`))"}},
+			"CREATE TABLE IF NOT EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws` AS `d\\`b_local`.`public.a b\"c` ENGINE = Distributed('ws', 'd`b_local', 'public.a b\"c', sipHash64(toString(`id`), toString(`x,)`)))"}},
 		{"ALTER TABLE `d\\`b`.`public.a b\"c` ADD COLUMN `x` Int8, DROP COLUMN `y`", []string{
 			"ALTER TABLE `d\\`b_local`.`public.a b\"c` ON CLUSTER `ws` ADD COLUMN `x` Int8, DROP COLUMN `y`",
 			"DROP TABLE IF EXISTS `d\\`b`.`public.a b\"c` ON CLUSTER `ws`",
@@ -171,5 +171,17 @@ func TestRenames(t *testing.T) {
 		if got, ok := renames(sql); ok {
 			t.Errorf("renames(%s) = %+v", sql, got)
 		}
+	}
+}
+
+func TestShardingKeyTypes(t *testing.T) {
+	rest := "\n(\n    `id` UUID,\n    `tags` Array(Int32),\n    `d` Decimal(10, 2) DEFAULT CAST('1.50' AS Decimal(10, 2)),\n    `a,b` String\n)\nENGINE = X\nORDER BY (`id`, `tags`, `d`, `a,b`)"
+	types := columnTypes(rest)
+	want := map[string]string{"`id`": "UUID", "`tags`": "Array(Int32)", "`d`": "Decimal(10, 2)", "`a,b`": "String"}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("columnTypes = %v, want %v", types, want)
+	}
+	if got := ShardingKey([]string{"`id`", "`tags`", "`d`", "`a,b`"}, types); got != "sipHash64(toString(`id`), `tags`, toString(`d`), toString(`a,b`))" {
+		t.Errorf("ShardingKey = %s", got)
 	}
 }

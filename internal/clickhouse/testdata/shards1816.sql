@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS `walshadow_local`.`public.every_type` ON CLUSTER `ws`
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/<random>', '{replica}', `_lsn`)
 ORDER BY (`id`)
 SETTINGS index_granularity = 8192;
-CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(`id`));
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws` AS `walshadow_local`.`public.every_type` ENGINE = Distributed('ws', 'walshadow_local', 'public.every_type', sipHash64(toString(`id`)));
 
 CREATE TABLE IF NOT EXISTS `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws`
 (
@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ON CL
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/<random>', '{replica}', `_lsn`)
 PARTITION BY toYYYYMM(`créé`)
 ORDER BY (`k\`1`, `k.2`);
-CREATE TABLE IF NOT EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` AS `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ENGINE = Distributed('ws', 'walshadow_local', 'we`ird\\schema.t%2Ea%25ble', sipHash64(`k\`1`, `k.2`));
+CREATE TABLE IF NOT EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` AS `walshadow_local`.`we\`ird\\schema.t%2Ea%25ble` ENGINE = Distributed('ws', 'walshadow_local', 'we`ird\\schema.t%2Ea%25ble', sipHash64(toString(`k\`1`), toString(`k.2`)));
 
 CREATE TABLE IF NOT EXISTS `walshadow_local`.`public.events` ON CLUSTER `ws`
 (
@@ -87,7 +87,7 @@ CREATE TABLE IF NOT EXISTS `walshadow_local`.`public.events` ON CLUSTER `ws`
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/<random>', '{replica}', `_lsn`)
 ORDER BY (`_lsn`, `_seq`);
-CREATE TABLE IF NOT EXISTS `walshadow`.`public.events` ON CLUSTER `ws` AS `walshadow_local`.`public.events` ENGINE = Distributed('ws', 'walshadow_local', 'public.events', sipHash64(`_lsn`, `_seq`));
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.events` ON CLUSTER `ws` AS `walshadow_local`.`public.events` ENGINE = Distributed('ws', 'walshadow_local', 'public.events', sipHash64(toString(`_lsn`), toString(`_seq`)));
 
 -- caller must check system.columns first
 ALTER TABLE `walshadow_local`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
@@ -162,13 +162,15 @@ DROP TABLE IF EXISTS `walshadow`.`public.orders` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `other`.`public.orders` ON CLUSTER `ws`;
 CREATE TABLE IF NOT EXISTS `other`.`public.orders` ON CLUSTER `ws` AS `other_local`.`public.orders` ENGINE = Distributed('ws', 'other_local', 'public.orders', sipHash64(id));
 
--- a load's publish, same key: the Distributed table under the name stays
+-- a load's publish
 RENAME TABLE `walshadow_local`.`public.orders` TO `walshadow_local`.`public.orders_%5Frekey_old`, `walshadow_local`.`public.orders_%5Frekey` TO `walshadow_local`.`public.orders` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws`;
 CREATE TABLE IF NOT EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws` AS `walshadow_local`.`public.orders_%5Frekey_old` ENGINE = Distributed('ws', 'walshadow_local', 'public.orders_%5Frekey_old', sipHash64(id));
+DROP TABLE IF EXISTS `walshadow`.`public.orders` ON CLUSTER `ws`;
+CREATE TABLE IF NOT EXISTS `walshadow`.`public.orders` ON CLUSTER `ws` AS `walshadow_local`.`public.orders` ENGINE = Distributed('ws', 'walshadow_local', 'public.orders', sipHash64(id));
 
--- a rekey's publish: the key changed
+-- a rekey's publish: the key changes with the table
 RENAME TABLE `walshadow_local`.`public.orders` TO `walshadow_local`.`public.orders_%5Frekey_old`, `walshadow_local`.`public.orders_%5Frekey` TO `walshadow_local`.`public.orders` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `walshadow`.`public.orders_%5Frekey_old` ON CLUSTER `ws`;
