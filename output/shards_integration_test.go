@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
+	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
@@ -81,4 +82,40 @@ func checkNoKeyOnTwoShards(t *testing.T, cluster *testrig.ClickHouseCluster) {
 	if !split {
 		t.Errorf("no table has rows on both shards")
 	}
+}
+
+// TestClusterShardedInitialLoad runs the initial load test, in both
+// modes, into a cluster of two shards: loads published under concurrent
+// writes, TOAST read back, every table equal through both nodes'
+// Distributed tables, no load table left on either side.
+func TestClusterShardedInitialLoad(t *testing.T) {
+	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
+	clickhouse.AllowShards = true
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
+	for _, mode := range []load.Mode{load.ModeCopy, load.ModeBaseBackup} {
+		t.Run(string(mode), func(t *testing.T) {
+			r := newRigOn(t, cluster.Nodes[0])
+			testInitialLoadOn(t, r, mode, cluster)
+			for i, node := range cluster.Nodes {
+				if n := node.HTTPQuery(t, "SELECT groupArray(name) FROM system.tables WHERE database = 'walshadow_test_local' AND (name LIKE '%__wsload_%' OR name LIKE '%__wsdelta_%' OR name LIKE '%__wsstale_%')"); n != "[]" {
+					t.Errorf("node %c: load tables left in walshadow_test_local: %s", 'A'+i, n)
+				}
+			}
+			checkNoKeyOnTwoShards(t, cluster)
+			for _, db := range []string{"walshadow_test", "walshadow_test_local"} {
+				cluster.Nodes[0].HTTPQuery(t, "DROP DATABASE IF EXISTS "+db+" ON CLUSTER "+testrig.ClusterName)
+			}
+		})
+	}
+}
+
+// TestClusterShardedTableFailure: a table failed on purpose is reloaded
+// while the others keep moving, on a cluster of two shards; every table
+// equal through both nodes.
+func TestClusterShardedTableFailure(t *testing.T) {
+	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
+	clickhouse.AllowShards = true
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
+	testTableFailureIsolated(t, newRigOn(t, cluster.Nodes[0]), cluster)
+	checkNoKeyOnTwoShards(t, cluster)
 }
