@@ -125,12 +125,23 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	var native driver.Conn
 	if cfg.Cluster != "" {
+		// An insert into a Distributed table (several shards) returns
+		// only once every shard it touched has its rows, not when they
+		// are queued on the node that took them; without Distributed
+		// tables the setting changes nothing. (A read-back through one may
+		// still reach another replica of a shard than the insert did: the
+		// driver cannot send 18.16 a string setting such as
+		// load_balancing = 'in_order'.)
+		if opts.Settings == nil {
+			opts.Settings = clickhousego.Settings{}
+		}
+		opts.Settings["insert_distributed_sync"] = 1
 		c.opts = opts
 	}
 	if cfg.Cluster != "" && len(opts.Addr) > 1 {
 		c.addrs = opts.Addr
 	}
-	if native, err = c.reopen(ctx, opts); err != nil {
+	if native, err = c.openPool(ctx, opts); err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", who, err)
 	}
 	var version string
@@ -149,30 +160,14 @@ func Open(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			return nil, fmt.Errorf("%s: %w", who, err)
 		}
 		c.dialect.Replicated = true
-		if c.topology.Sharded() {
-			// An insert into a Distributed table returns only once every
-			// shard it touched has its rows, not when they are queued on
-			// the node that took them. (A read-back through it may still
-			// reach another replica of a shard than the insert did: the
-			// driver cannot send 18.16 a string setting such as
-			// load_balancing = 'in_order'.)
-			native.Close()
-			if opts.Settings == nil {
-				opts.Settings = clickhousego.Settings{}
-			}
-			opts.Settings["insert_distributed_sync"] = 1
-			if native, err = c.reopen(ctx, opts); err != nil {
-				return nil, fmt.Errorf("connecting to %s: %w", who, err)
-			}
-		}
 	}
 	c.native = native
 	return c, nil
 }
 
-// reopen opens the pool: pinned to one host when failing over between
+// openPool opens the pool: pinned to one host when failing over between
 // several (c.addrs), else over the DSN's hosts.
-func (c *Conn) reopen(ctx context.Context, opts *clickhousego.Options) (driver.Conn, error) {
+func (c *Conn) openPool(ctx context.Context, opts *clickhousego.Options) (driver.Conn, error) {
 	if len(c.addrs) > 0 {
 		return c.openPinned(ctx, opts)
 	}
@@ -233,36 +228,48 @@ func (c *Conn) Native() driver.Conn { return c.pool() }
 func (c *Conn) Close() error { return c.pool().Close() }
 
 // Exec runs one statement rendered for one server: on a cluster as
-// Topology.Statements has it run, each statement counted applied once
-// every node has run it (execOnCluster), a TRUNCATE of Replicated tables
-// as partition drops (truncateReplicated).
+// Topology.Statements has it run, each statement ON CLUSTER counted
+// applied once every node has run it (execOnCluster), a TRUNCATE of
+// Replicated tables as partition drops (truncateReplicated).
 func (c *Conn) Exec(ctx context.Context, sql string) error {
 	p := c.pool()
-	if t, ok := truncateTarget(sql); ok && c.dialect.Replicated && c.topology.Cluster != "" {
+	if t, ok := truncateTarget(sql); ok && c.topology.Cluster != "" {
 		if c.topology.Sharded() {
 			t = LocalTarget(t)
 		}
 		return c.truncateReplicated(ctx, p, t)
 	}
-	stmts, err := c.topology.Statements(sql, func(t Target) (string, error) { return c.shardingKey(ctx, p, t) })
+	stmts, err := c.topology.split(sql, func(t Target) (string, error) { return c.shardingKey(ctx, p, t) })
 	if err != nil {
 		return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
 	}
-	if len(stmts) == 1 && stmts[0] == sql {
-		if strings.HasPrefix(sql, "INSERT") {
-			// INSERT ... SELECT reads back what was written.
-			if err := c.readBarrier(ctx); err != nil {
-				return err
+	return c.run(ctx, p, stmts)
+}
+
+// run runs statements rendered for one server, in order, each as
+// Distribute has it run: on the node in use, or ON CLUSTER (a CREATE
+// TABLE joining the table's existing replicas: joinExisting) and waited
+// on until every node has run it.
+func (c *Conn) run(ctx context.Context, p driver.Conn, stmts []string) error {
+	for _, sql := range stmts {
+		distributed, err := c.topology.Distribute(sql)
+		if err != nil {
+			return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
+		}
+		if distributed == sql {
+			if strings.HasPrefix(sql, "INSERT") {
+				// INSERT ... SELECT reads back what was written.
+				if err := c.readBarrier(ctx); err != nil {
+					return err
+				}
+				p = c.pool()
 			}
-			p = c.pool()
+			if err := p.Exec(ctx, sql); err != nil {
+				c.noteFailure(p, err)
+				return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
+			}
+			continue
 		}
-		if err := p.Exec(ctx, sql); err != nil {
-			c.noteFailure(p, err)
-			return fmt.Errorf("executing %s on ClickHouse at %s: %w", previewSQL(sql), c.hosts, err)
-		}
-		return nil
-	}
-	for _, distributed := range stmts {
 		if c.dialect.Replicated && strings.HasPrefix(distributed, "CREATE TABLE") {
 			if distributed, err = c.joinExisting(ctx, distributed); err != nil {
 				return fmt.Errorf("on cluster %s: %w", QuoteIdent(c.topology.Cluster), err)

@@ -65,7 +65,7 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 		if err == nil {
 			// As shown, not through Exec: on shards Exec would take it for
 			// a statement about the Distributed table's name.
-			err = c.execCreate(ctx, create)
+			err = c.run(ctx, c.pool(), []string{create})
 		}
 		if ctx.Err() != nil {
 			return repaired, skipped, ctx.Err()
@@ -147,22 +147,4 @@ func columnsStart(sql string) int {
 		}
 	}
 	return -1
-}
-
-// execCreate runs a CREATE TABLE as it is, ON CLUSTER, joining the
-// table's existing replicas (joinExisting).
-func (c *Conn) execCreate(ctx context.Context, create string) error {
-	distributed, err := c.topology.Distribute(create)
-	if err != nil {
-		return err
-	}
-	if distributed, err = c.joinExisting(ctx, distributed); err != nil {
-		return fmt.Errorf("on cluster %s: %w", QuoteIdent(c.topology.Cluster), err)
-	}
-	p := c.pool()
-	if err := c.execOnCluster(ctx, p, distributed); err != nil {
-		c.noteFailure(p, err)
-		return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
-	}
-	return nil
 }

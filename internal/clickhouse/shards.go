@@ -20,7 +20,8 @@ import (
 // never moves under it.
 //
 // Topology.Statements turns each statement this package renders for one
-// server into the statements that do the same on such a cluster; a
+// server into the statements that do the same on such a cluster (a
+// TRUNCATE is Conn's: truncate_replicated.go); a
 // Distributed table it makes again (a RENAME, a change of columns) keeps
 // the sharding key read from the server. Conn.CreateLike copies a table.
 // Not every form is covered yet (ErrNotDistributable names the rest),
@@ -63,19 +64,7 @@ func columnTypes(rest string) map[string]string {
 	if open < 0 {
 		return nil
 	}
-	depth, end := 0, -1
-	for i := open; i < len(rest) && end < 0; i++ {
-		switch rest[i] {
-		case '\'', '`', '"':
-			i = closingQuote(rest, i)
-		case '(':
-			depth++
-		case ')':
-			if depth--; depth == 0 {
-				end = i
-			}
-		}
-	}
+	end := closingParen(rest, open)
 	if end < 0 {
 		return nil
 	}
@@ -187,32 +176,13 @@ func localRenames(renames []Rename) string {
 type KeyFunc func(Target) (string, error)
 
 // Statements returns what runs for sql (a statement this package renders
-// for one server) on t, in order: sql itself on one server, sql ON
-// CLUSTER on a cluster of one shard (Distribute), and on a sharded
-// cluster the statements for the local tables and the Distributed ones,
-// each ON CLUSTER. key reads the sharding key of a Distributed table
+// for one server) on t, in order: sql as Distribute has it run, and on a
+// sharded cluster the statements for the local tables and the
+// Distributed ones, each ON CLUSTER. key reads the sharding key of a Distributed table
 // that is re-created (a RENAME, a change of columns); only a sharded
 // topology calls it.
 func (t Topology) Statements(sql string, key KeyFunc) ([]string, error) {
-	if !t.Sharded() {
-		if t.Cluster != "" && strings.HasPrefix(sql, "ALTER TABLE") {
-			// One shard: an ALTER of a Replicated table (columns,
-			// mutations, partitions) replicates itself, and the node
-			// that runs it waits for the active replicas. ON CLUSTER,
-			// 18.16's DDL worker lets one replica run it under a lock and
-			// the other skip it, and that can race: the other replica ran
-			// an ADD COLUMN again (code 44), then failed to mark the task
-			// executed (node exists) and never finished the task, nor any
-			// after it (randomized workload, seed 179477).
-			return []string{sql}, nil
-		}
-		d, err := t.Distribute(sql)
-		if err != nil {
-			return nil, err
-		}
-		return []string{d}, nil
-	}
-	stmts, err := t.shardedStatements(sql, key)
+	stmts, err := t.split(sql, key)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +192,15 @@ func (t Topology) Statements(sql string, key KeyFunc) ([]string, error) {
 		}
 	}
 	return stmts, nil
+}
+
+// split is sql as the statements for one server that do its work on t:
+// sql itself, except on a sharded cluster (shardedStatements).
+func (t Topology) split(sql string, key KeyFunc) ([]string, error) {
+	if !t.Sharded() {
+		return []string{sql}, nil
+	}
+	return t.shardedStatements(sql, key)
 }
 
 // shardedStatements splits sql into its statements for the local and the
@@ -301,13 +280,6 @@ func (t Topology) shardedStatements(sql string, key KeyFunc) ([]string, error) {
 		}
 		// The Distributed table first: nothing reads a local table that is gone.
 		return []string{sql, DropTable(LocalTarget(target))}, nil
-	case s.keywords("TRUNCATE", "TABLE"):
-		s.keywords("IF", "EXISTS")
-		target, rest, ok := s.target(sql)
-		if !ok || strings.TrimSpace(rest) != "" {
-			return refuse()
-		}
-		return []string{s.localized(sql, target)}, nil
 	case s.keywords("INSERT"), s.keywords("SELECT"), s.keywords("WITH"), s.keywords("SHOW"), s.keywords("DESCRIBE"), s.keywords("EXISTS"):
 		return []string{sql}, nil
 	}
@@ -347,21 +319,31 @@ func orderByList(rest string) (string, bool) {
 	if !s.keywords("ORDER", "BY") || !s.punct('(') {
 		return "", false
 	}
-	depth, start := 1, s.pos
-	for i := start; i < len(rest); i++ {
-		switch rest[i] {
+	end := closingParen(rest, s.pos-1)
+	if end < 0 {
+		return "", false
+	}
+	list := strings.TrimSpace(rest[s.pos:end])
+	return list, list != ""
+}
+
+// closingParen is the offset of the parenthesis that closes the one at
+// sql[open], outside quotes, or -1.
+func closingParen(sql string, open int) int {
+	depth := 0
+	for i := open; i < len(sql); i++ {
+		switch sql[i] {
 		case '\'', '`', '"':
-			i = closingQuote(rest, i)
+			i = closingQuote(sql, i)
 		case '(':
 			depth++
 		case ')':
 			if depth--; depth == 0 {
-				list := strings.TrimSpace(rest[start:i])
-				return list, list != ""
+				return i
 			}
 		}
 	}
-	return "", false
+	return -1
 }
 
 type alterClass int

@@ -39,21 +39,5 @@ func (c *Conn) createLikeSharded(ctx context.Context, p driver.Conn, t, like Tar
 	if err != nil {
 		return err
 	}
-	return c.execAllOnCluster(ctx, p, []string{local, CreateDistributed(c.topology.Cluster, t, key)})
-}
-
-// execAllOnCluster runs statements rendered for one server ON CLUSTER, in
-// order, each counted applied once every node has run it.
-func (c *Conn) execAllOnCluster(ctx context.Context, p driver.Conn, stmts []string) error {
-	for _, sql := range stmts {
-		distributed, err := c.topology.Distribute(sql)
-		if err != nil {
-			return fmt.Errorf("on ClickHouse at %s: %w", c.hosts, err)
-		}
-		if err := c.execOnCluster(ctx, p, distributed); err != nil {
-			c.noteFailure(p, err)
-			return fmt.Errorf("executing %s on cluster %s: %w", previewSQL(distributed), QuoteIdent(c.topology.Cluster), err)
-		}
-	}
-	return nil
+	return c.run(ctx, p, []string{local, CreateDistributed(c.topology.Cluster, t, key)})
 }

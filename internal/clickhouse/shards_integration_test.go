@@ -30,6 +30,11 @@ func TestShardedTable(t *testing.T) {
 	if !conn.Topology().Sharded() {
 		t.Fatalf("topology %s", conn.Topology())
 	}
+	// partitionIDs passes over a shard directory without walshadow's
+	// tables by this answer, and fails on any other.
+	if _, err := zkChildren(ctx, conn.Native(), "/clickhouse/tables/no-such-shard/walshadow"); !isNoNode(err) {
+		t.Errorf("listing a missing ZooKeeper path: %v, want ZooKeeper's no node", err)
+	}
 	target := Target{Database: "sh", Table: "public.t"}
 	local := QuoteQualified(LocalTarget(target))
 	create, err := CreateDatabase(target.Database)

@@ -24,8 +24,11 @@ func TestTruncateTarget(t *testing.T) {
 	if want := "ALTER TABLE `d\\`b`.`public.a b\"c` DROP PARTITION ID 'all', DROP PARTITION ID 'o\\'k'"; drop != want {
 		t.Errorf("DropPartitions = %s\nwant %s", drop, want)
 	}
-	on, err := Topology{Cluster: "ws"}.Distribute(drop)
+	if one, err := wsCluster.Distribute(drop); err != nil || one != drop {
+		t.Errorf("one shard (on the node in use): %s, %v", one, err)
+	}
+	on, err := wsShards.Distribute(drop)
 	if err != nil || on != "ALTER TABLE `d\\`b`.`public.a b\"c` ON CLUSTER `ws` DROP PARTITION ID 'all', DROP PARTITION ID 'o\\'k'" {
-		t.Errorf("distributed: %s, %v", on, err)
+		t.Errorf("shards: %s, %v", on, err)
 	}
 }

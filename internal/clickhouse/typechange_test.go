@@ -3,8 +3,6 @@ package clickhouse
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -436,19 +434,7 @@ func TestGoldenTypeChange(t *testing.T) {
 	for name, d := range map[string]Dialect{"legacy1816": Legacy1816, "modern": Modern} {
 		t.Run(name, func(t *testing.T) {
 			got := typeChangeGolden(t, d)
-			path := filepath.Join("testdata", "typechange_"+name+".sql")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("reading golden file (run with -update to create it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the rendering; run go test -run TestGoldenTypeChange -update and review the diff.\ngot:\n%s", path, got)
-			}
+			checkGolden(t, "typechange_"+name+".sql", got, "TestGoldenTypeChange")
 		})
 	}
 }

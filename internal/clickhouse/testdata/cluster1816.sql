@@ -86,40 +86,40 @@ ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/<ran
 ORDER BY (`_lsn`, `_seq`);
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `price` Nullable(Decimal(12, 3)) DEFAULT CAST('-1.250' AS Decimal(12, 3));
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `note` Nullable(String) DEFAULT 'it\'s \\ new';
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `note` Nullable(String) DEFAULT 'it\'s \\ new';
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `seen_at` Int64 DEFAULT CAST('1704164645123456' AS Int64);
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `seen_at` Int64 DEFAULT CAST('1704164645123456' AS Int64);
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `flag` UInt8 DEFAULT CAST(1 AS UInt8);
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `flag` UInt8 DEFAULT CAST(1 AS UInt8);
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `born` Nullable(Int32) DEFAULT 11356;
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `born` Nullable(Int32) DEFAULT 11356;
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `blob` Nullable(String) DEFAULT '\x00\'\x0A\\';
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `blob` Nullable(String) DEFAULT '\x00\'\x0A\\';
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` ADD COLUMN `nothing` Nullable(Int32);
+ALTER TABLE `walshadow`.`public.every_type` ADD COLUMN `nothing` Nullable(Int32);
 
 -- ok: ancient DEFAULT 1900-01-01
 
 -- error: renaming column "c_text" to "c_text_renamed" of `walshadow`.`public.every_type` on ClickHouse 18.16.1: server has no ALTER TABLE ... RENAME COLUMN
 
 -- caller must check system.columns first
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` DROP COLUMN `c_money`;
+ALTER TABLE `walshadow`.`public.every_type` DROP COLUMN `c_money`;
 
-ALTER TABLE `walshadow`.`public.every_type` ON CLUSTER `ws` MODIFY COLUMN `c_integer` Nullable(Int64);
+ALTER TABLE `walshadow`.`public.every_type` MODIFY COLUMN `c_integer` Nullable(Int64);
 
-ALTER TABLE `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER `ws` MODIFY COLUMN `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
+ALTER TABLE `walshadow`.`we\`ird\\schema.t%2Ea%25ble` MODIFY COLUMN `n\`o\\te` Decimal(14, 4) DEFAULT CAST(CAST('-1.250' AS Decimal(12, 3)) AS Decimal(14, 4));
 
 -- error: column "" of `walshadow`.`public.every_type`: empty name cannot reach ClickHouse
 
-TRUNCATE TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
+-- refused: statement form not known to run ON CLUSTER (a TRUNCATE of Replicated tables runs as partition drops): TRUNCATE TABLE IF EXISTS `walshadow`.`public.every_type`
 
 DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
 
@@ -131,8 +131,10 @@ RENAME TABLE `walshadow`.`public.orders` TO `walshadow`.`public.orders_%5Frekey_
 
 EXCHANGE TABLES `walshadow`.`public.orders_%5Frekey` AND `walshadow`.`public.orders` ON CLUSTER `ws`;
 
-TRUNCATE TABLE IF EXISTS `walshadow`.`public.orders` ON CLUSTER `ws`;
+ALTER TABLE `walshadow`.`public.orders` DROP PARTITION ID 'all';
 
-ALTER TABLE `walshadow`.`public.orders` ON CLUSTER `ws` DELETE WHERE `_lsn` < 42;
+-- refused: statement form not known to run ON CLUSTER (a TRUNCATE of Replicated tables runs as partition drops): TRUNCATE TABLE IF EXISTS `walshadow`.`public.orders`
+
+ALTER TABLE `walshadow`.`public.orders` DELETE WHERE `_lsn` < 42;
 
 CREATE TABLE `walshadow`.`public.orders_%5Frekey` ON CLUSTER `ws` AS `walshadow`.`public.orders` ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/4567', '{replica}', _lsn) ORDER BY id SETTINGS index_granularity = 8192;

@@ -143,7 +143,7 @@ CREATE TABLE IF NOT EXISTS `walshadow`.`we\`ird\\schema.t%2Ea%25ble` ON CLUSTER 
 
 -- error: column "" of `walshadow`.`public.every_type`: empty name cannot reach ClickHouse
 
-TRUNCATE TABLE IF EXISTS `walshadow_local`.`public.every_type` ON CLUSTER `ws`;
+-- refused: statement form not known to run ON CLUSTER on a sharded cluster: TRUNCATE TABLE IF EXISTS `walshadow`.`public.every_type`
 
 DROP TABLE IF EXISTS `walshadow`.`public.every_type` ON CLUSTER `ws`;
 DROP TABLE IF EXISTS `walshadow_local`.`public.every_type` ON CLUSTER `ws`;
@@ -152,7 +152,7 @@ DROP TABLE IF EXISTS `walshadow_local`.`public.every_type` ON CLUSTER `ws`;
 
 ALTER TABLE `walshadow_local`.`public.orders` ON CLUSTER `ws` DROP PARTITION ID 'all';
 
-TRUNCATE TABLE IF EXISTS `walshadow_local`.`public.orders` ON CLUSTER `ws`;
+-- refused: statement form not known to run ON CLUSTER on a sharded cluster: TRUNCATE TABLE IF EXISTS `walshadow`.`public.orders`
 
 ALTER TABLE `walshadow_local`.`public.orders` ON CLUSTER `ws` DELETE WHERE `_lsn` < 42;
 
