@@ -24,28 +24,14 @@ func TestClusterReplicatedRandomWorkload(t *testing.T) {
 	seed := testrig.TestSeed(t)
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoReplicas)
 	r := newRigOn(t, cluster.Nodes[0], testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
-	run := r.start(t, `
-drop_strategy: drop
-cluster: `+testrig.ClusterName+`
-`)
-	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 10, Ops: 900, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true,
-		Keyless: true, TypeChanges: true}
-	r.src.CreateRandomSchema(t, opt)
-	t.Logf("workload: %v", r.src.RunRandomLoad(t, opt))
-
-	token := fmt.Sprintf("done-%d", seed)
-	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
-	marker := fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token)
-	r.waitCH(t, run, marker, "1", 3*time.Minute)
-	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
-	run.stop(t)
+	r.streamRandomWorkload(t, seed)
 
 	// A table dropped on node B alone is back there after a restart,
 	// with node A's rows, and no table was loaded from the source again.
 	lost := chTable("public", "rl_marker")
 	cluster.Nodes[1].HTTPQuery(t, "DROP TABLE "+lost)
 	logs := &logLines{}
-	run = r.startLogged(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n", logs)
+	run := r.startLogged(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n", logs)
 	deadline := time.Now().Add(time.Minute)
 	for cluster.Nodes[1].HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'walshadow_test' AND name = 'public.rl_marker'") != "1" {
 		if time.Now().After(deadline) {
@@ -78,6 +64,25 @@ cluster: `+testrig.ClusterName+`
 	if a != b {
 		t.Errorf("the nodes hold different tables:\nA: %s\nB: %s", a, b)
 	}
+}
+
+// streamRandomWorkload runs the randomized workload (seeded) into the
+// cluster through r's output, waits until ClickHouse holds all of it and
+// no load is pending, and stops the output.
+func (r *rig) streamRandomWorkload(t *testing.T, seed int64) {
+	t.Helper()
+	run := r.start(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n")
+	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 10, Ops: 900, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true,
+		Keyless: true, TypeChanges: true}
+	r.src.CreateRandomSchema(t, opt)
+	t.Logf("workload: %v", r.src.RunRandomLoad(t, opt))
+
+	token := fmt.Sprintf("done-%d", seed)
+	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
+	marker := fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token)
+	r.waitCH(t, run, marker, "1", 3*time.Minute)
+	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
+	run.stop(t)
 }
 
 // syncReplicas waits until node has fetched every part its replicated

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
@@ -22,18 +21,7 @@ func TestClusterShardedRandomWorkload(t *testing.T) {
 	seed := testrig.TestSeed(t)
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
 	r := newRigOn(t, cluster.Nodes[0], testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
-	run := r.start(t, "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n")
-	opt := testrig.RandomLoadOptions{Seed: seed, Tables: 10, Ops: 900, Clients: 3, DDL: true, TwoPhase: true, NoFarFutureTimestamps: true,
-		Keyless: true, TypeChanges: true}
-	r.src.CreateRandomSchema(t, opt)
-	t.Logf("workload: %v", r.src.RunRandomLoad(t, opt))
-
-	token := fmt.Sprintf("done-%d", seed)
-	r.src.Exec(t, "CREATE TABLE rl_marker (id int PRIMARY KEY, token text); INSERT INTO rl_marker VALUES (1, '"+token+"')")
-	marker := fmt.Sprintf("SELECT count() FROM %s FINAL WHERE _is_deleted = 0 AND token = '%s'", chTable("public", "rl_marker"), token)
-	r.waitCH(t, run, marker, "1", 3*time.Minute)
-	r.waitLoadsDone(t, run, nil, 0, 3*time.Minute)
-	run.stop(t)
+	r.streamRandomWorkload(t, seed)
 
 	for i, node := range cluster.Nodes {
 		t.Logf("node %c:", 'A'+i)
