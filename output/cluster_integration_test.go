@@ -96,8 +96,18 @@ func syncReplicas(t *testing.T, node *testrig.ClickHouse, database string) {
 		if name == "" {
 			continue
 		}
-		if _, err := node.Query(ctx, "SYSTEM SYNC REPLICA "+clickhouse.QuoteQualified(clickhouse.Target{Database: database, Table: name})); err != nil {
-			t.Fatalf("syncing %s: %v", name, err)
+		// A replica whose ZooKeeper session expired (ZooKeeper restarted)
+		// answers code 999 until it has a new one: wait for it.
+		sql := "SYSTEM SYNC REPLICA " + clickhouse.QuoteQualified(clickhouse.Target{Database: database, Table: name})
+		for {
+			_, err := node.Query(ctx, sql)
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), "Code: 999") || ctx.Err() != nil {
+				t.Fatalf("syncing %s: %v", name, err)
+			}
+			time.Sleep(time.Second)
 		}
 	}
 }

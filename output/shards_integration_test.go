@@ -1,10 +1,12 @@
 package output_test
 
 import (
-	"fmt"
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/walshadow/walshadow/internal/chcompare"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/testrig"
@@ -16,8 +18,6 @@ import (
 // the Distributed tables of node A and of node B, and checks per table
 // that no key (ORDER BY identity) has rows on both shards.
 func TestClusterShardedRandomWorkload(t *testing.T) {
-	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
-	clickhouse.AllowShards = true
 	seed := testrig.TestSeed(t)
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
 	r := newRigOn(t, cluster.Nodes[0], testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
@@ -45,27 +45,24 @@ func TestClusterShardedRandomWorkload(t *testing.T) {
 // both shards, and both shards hold rows of some table.
 func checkNoKeyOnTwoShards(t *testing.T, cluster *testrig.ClickHouseCluster) {
 	t.Helper()
-	a, b := cluster.Nodes[0], cluster.Nodes[1]
-	engines := a.HTTPQuery(t, "SELECT name, engine_full FROM system.tables WHERE database = 'walshadow_test' AND engine = 'Distributed' ORDER BY name")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: cluster.NodeDSN(0, "default")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	splits, err := chcompare.ShardSplits(ctx, conn.Native(), cluster.Nodes[1].NativeAddr(), "walshadow_test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var split bool
-	for _, line := range strings.Split(engines, "\n") {
-		name, engine, _ := strings.Cut(line, "\t")
-		engine = strings.ReplaceAll(engine, `\'`, `'`)
-		key, err := clickhouse.DistributedKey(engine)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
+	for _, s := range splits {
+		t.Log(s)
+		if s.Both != 0 {
+			t.Errorf("%s: %d rows of shard 1 have a key that shard 2 holds too", s.Table, s.Both)
 		}
-		cols := strings.TrimSuffix(strings.TrimPrefix(key, "sipHash64("), ")")
-		local := clickhouse.QuoteQualified(clickhouse.Target{Database: "walshadow_test_local", Table: name})
-		remote := fmt.Sprintf("remote('%s', 'walshadow_test_local', %s)", b.NativeAddr(), clickhouse.QuoteString(name))
-		both := a.HTTPQuery(t, fmt.Sprintf("SELECT count() FROM %s WHERE (%s) IN (SELECT %s FROM %s)", local, cols, cols, remote))
-		onA, onB := a.HTTPQuery(t, "SELECT count() FROM "+local), b.HTTPQuery(t, "SELECT count() FROM "+local)
-		t.Logf("%s: sharded by %s; rows on shard 1 %s, on shard 2 %s; rows whose key is on both: %s", name, key, onA, onB, both)
-		if both != "0" {
-			t.Errorf("%s: %s rows of shard 1 have a key that shard 2 holds too", name, both)
-		}
-		split = split || onA != "0" && onB != "0"
+		split = split || s.RowsA != 0 && s.RowsB != 0
 	}
 	if !split {
 		t.Errorf("no table has rows on both shards")
@@ -77,8 +74,6 @@ func checkNoKeyOnTwoShards(t *testing.T, cluster *testrig.ClickHouseCluster) {
 // writes, TOAST read back, every table equal through both nodes'
 // Distributed tables, no load table left on either side.
 func TestClusterShardedInitialLoad(t *testing.T) {
-	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
-	clickhouse.AllowShards = true
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
 	for _, mode := range []load.Mode{load.ModeCopy, load.ModeBaseBackup} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -101,8 +96,6 @@ func TestClusterShardedInitialLoad(t *testing.T) {
 // while the others keep moving, on a cluster of two shards; every table
 // equal through both nodes.
 func TestClusterShardedTableFailure(t *testing.T) {
-	defer func(a bool) { clickhouse.AllowShards = a }(clickhouse.AllowShards)
-	clickhouse.AllowShards = true
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
 	testTableFailureIsolated(t, newRigOn(t, cluster.Nodes[0]), cluster)
 	checkNoKeyOnTwoShards(t, cluster)

@@ -39,7 +39,7 @@ type clusterStatus struct {
 	cluster  string
 	database string
 	// err: the DSN's server was not reached, or its system.clusters
-	// refused (unknown cluster, several shards).
+	// refused (unknown cluster, shards of several replicas).
 	err   error
 	nodes []clickhouse.NodeFacts
 }

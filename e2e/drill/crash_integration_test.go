@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walshadow/walshadow/internal/chcompare"
+	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/testrig"
 )
 
@@ -112,7 +114,6 @@ func drawKill(rng *rand.Rand) killPlan {
 func TestCrashDrill(t *testing.T) {
 	testrig.SkipIfShort(t, "the crash drill (it runs for minutes)")
 	seed := testrig.TestSeed(t)
-	rng := rand.New(rand.NewSource(seed))
 	cycles := crashCycles
 	if v := os.Getenv("WALSHADOW_DRILL_CYCLES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -127,11 +128,88 @@ func TestCrashDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := time.Now()
+	var stage drillStage
+	stage.reportAtEnd(t)
 	d := newDrill(t, "drop_strategy: drop\n", "transaction_buffer_bytes: 1048576\n")
+	runCrashDrill(t, d, &stage, seed, cycles, forced)
+}
+
+// TestCrashDrillSharded runs three cycles of the crash drill (the first
+// start killed in its bootstrap, then a kill after a capture and two
+// drawn from the seed)
+// into a cluster of two shards through node A; after each every table
+// read through node A's Distributed tables equals the source, and at the
+// end through node B's too, with no key (sharding-key value) on both
+// shards.
+func TestCrashDrillSharded(t *testing.T) {
+	testrig.SkipIfShort(t, "the sharded crash drill (it runs for minutes)")
+	seed := testrig.TestSeed(t)
+	var stage drillStage
+	stage.reportAtEnd(t)
+	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
+	d := newDrillOn(t, cluster.Nodes[0], "drop_strategy: drop\ncluster: "+testrig.ClusterName+"\n", "transaction_buffer_bytes: 1048576\n")
+	// The first kill right after a catalog boundary's capture, before its
+	// batch reaches the shards; the others drawn.
+	runCrashDrill(t, d, &stage, seed, 3, []killPlan{{kind: killCapture, n: 1 + int(seed%4+4)%4}})
+
+	stage.set("comparing through node B")
+	throughB := *d
+	throughB.ch = cluster.Nodes[1]
+	if n, differing := throughB.compareAll(t, "through node B"); differing == 0 {
+		t.Logf("%d tables equal through node B", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: d.dsn()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	splits, err := chcompare.ShardSplits(ctx, conn.Native(), cluster.Nodes[1].NativeAddr(), chDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := 0
+	for _, s := range splits {
+		if s.Both != 0 {
+			t.Errorf("%v: a key on both shards", s)
+		}
+		if s.RowsA != 0 && s.RowsB != 0 {
+			split++
+		}
+	}
+	t.Logf("%d of %d Distributed tables have rows on both shards, none a key on both", split, len(splits))
+	if split == 0 {
+		t.Errorf("no table of %d has rows on both shards", len(splits))
+	}
+}
+
+// drillStage is where a drill is, for its last line when it fails (the
+// failure's own message is above the servers' log tails).
+type drillStage struct{ what string }
+
+func (s *drillStage) set(format string, args ...any) { s.what = fmt.Sprintf(format, args...) }
+
+// reportAtEnd registers the report: before the servers start, so that it
+// runs after their clean-ups.
+func (s *drillStage) reportAtEnd(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the drill failed at: %s", s.what)
+		}
+	})
+}
+
+// runCrashDrill is the crash drill on d: cycle 0 kills the first start in
+// its bootstrap, then cycles kills drawn from seed (the first ones forced).
+func runCrashDrill(t *testing.T, d *drill, stage *drillStage, seed int64, cycles int, forced []killPlan) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(seed))
+	started := time.Now()
 	t.Cleanup(func() { d.src.Exec(t, "ALTER DATABASE postgres RESET search_path") })
 
 	// Cycle 0: the very first start dies in its BASE_BACKUP.
+	stage.set("run 0, killed in its bootstrap")
 	c := d.start(t)
 	if !c.WaitLog(t, logBaseBackupStarted, 2*time.Minute) {
 		t.Fatalf("run 0 never logged %q:\n%s", logBaseBackupStarted, c.LogTail(60))
@@ -145,6 +223,7 @@ func TestCrashDrill(t *testing.T) {
 		t.Errorf("run 0 was killed in its bootstrap but %s exists", d.bootstrapMarker())
 	}
 	c = d.start(t)
+	stage.set("run %d, the bootstrap after the killed one", c.Run)
 	d.waitStreaming(t, c, 3*time.Minute)
 	if !strings.Contains(c.Log(), logBootstrapped) {
 		t.Fatalf("run 1 streams but did not log %q:\n%s", logBootstrapped, c.LogTail(60))
@@ -157,7 +236,9 @@ func TestCrashDrill(t *testing.T) {
 	d.createDrillTables(t)
 	// pgbench's initial COPY is itself a big transaction.
 	d.src.PGBench(t, 1, testrig.PGBenchOptions{})
+	stage.set("run %d catching up after the bootstrap and pgbench -i", c.Run)
 	d.waitCaughtUp(t, c, crashCatchUp)
+	stage.set("run %d: comparing after the bootstrap", c.Run)
 	n, differing := d.compareAll(t, "after the bootstrap")
 	if differing > 0 {
 		t.FailNow()
@@ -177,6 +258,7 @@ func TestCrashDrill(t *testing.T) {
 		} else if cycle%crashBigTxEvery == 0 {
 			bigCount = 1
 		}
+		stage.set("cycle %d (kill %s): the load", cycle, plan)
 		if plan.kind != killDelay {
 			// The kill point is fixed when a run starts: the caught-up run
 			// makes way (a kill in a quiet moment) for one that has it.
@@ -245,7 +327,9 @@ func TestCrashDrill(t *testing.T) {
 		}
 
 		c = d.start(t)
+		stage.set("cycle %d (run %d killed: %s): run %d catching up", cycle, victim.Run, plan, c.Run)
 		lag := d.waitCaughtUp(t, c, crashCatchUp)
+		stage.set("cycle %d (run %d killed: %s): comparing what run %d delivered", cycle, victim.Run, plan, c.Run)
 		compareStart := time.Now()
 		n, differing := d.compareAll(t, fmt.Sprintf("cycle %d (run %d killed: %s, seed %d)", cycle, victim.Run, plan, seed))
 		if differing > 0 {

@@ -69,8 +69,15 @@ type drill struct {
 // ClickHouse, builds the bridge module and writes the pipeline config.
 func newDrill(t *testing.T, outputYAML string, sessionYAML string) *drill {
 	t.Helper()
+	return newDrillOn(t, testrig.StartClickHouse(t), outputYAML, sessionYAML)
+}
+
+// newDrillOn is newDrill writing into ch, a server started by the caller
+// (a cluster's node, outputYAML naming the cluster).
+func newDrillOn(t *testing.T, ch *testrig.ClickHouse, outputYAML string, sessionYAML string) *drill {
+	t.Helper()
 	src := testrig.StartPostgres(t, testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
-	d := &drill{src: src, ch: testrig.StartClickHouse(t), stateDir: testrig.NewStateDir(t, src), slot: "walshadow_drill"}
+	d := &drill{src: src, ch: ch, stateDir: testrig.NewStateDir(t, src), slot: "walshadow_drill"}
 	bridgeDir := testrig.BuildPgext(t, src.BinDir())
 	d.ChildRuns = testrig.NewChildRuns(t, "walshadow-drill-", testrig.Pipeline{
 		Source: src, StateDir: d.stateDir, Slot: d.slot, ShadowPort: testrig.FreePort(t), BridgeDir: bridgeDir,

@@ -17,8 +17,6 @@ import (
 // a column added reaches both tables on both nodes, TRUNCATE empties
 // every shard.
 func TestShardedTable(t *testing.T) {
-	defer func(a bool) { AllowShards = a }(AllowShards)
-	AllowShards = true
 	cluster := testrig.StartClickHouseCluster(t, testrig.TwoShards)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -64,8 +64,12 @@ func TestNewTopology(t *testing.T) {
 		t.Errorf("unknown cluster: %v", err)
 	}
 	two := []Node{{Host: "a", Port: 1, Shard: 2, Replica: 1}, {Host: "b", Port: 1, Shard: 1, Replica: 1}}
-	if _, err := NewTopology("ws", two, []string{"ws"}); err == nil || !strings.Contains(err.Error(), "has 2 shards") {
-		t.Errorf("two shards: %v", err)
+	if topo, err := NewTopology("ws", two, []string{"ws"}); err != nil || !topo.Sharded() || topo.Nodes[0].Host != "b" {
+		t.Errorf("two shards of one replica: %s, %v", topo, err)
+	}
+	four := append([]Node{{Host: "c", Port: 1, Shard: 2, Replica: 2}}, two...)
+	if _, err := NewTopology("ws", four, []string{"ws"}); err == nil || !strings.Contains(err.Error(), "has 2 shards and shard 2 has several replicas") {
+		t.Errorf("two shards, one of two replicas: %v", err)
 	}
 	topo, err := NewTopology("ws", []Node{{Host: "b", Port: 2, Shard: 1, Replica: 2}, {Host: "a", Port: 1, Shard: 1, Replica: 1}}, []string{"ws"})
 	if err != nil {

@@ -118,6 +118,14 @@ func TestSeed(t testing.TB) int64 {
 		seed = v
 	}
 	t.Logf("seed %d (rerun with WALSHADOW_SEED=%d)", seed, seed)
+	// Registered before the servers are started, this runs after their
+	// clean-ups have printed their logs' tails: a failure's last line
+	// names the seed to rerun it with.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s failed with seed %d (rerun with WALSHADOW_SEED=%d)", t.Name(), seed, seed)
+		}
+	})
 	return seed
 }
 
