@@ -662,7 +662,7 @@ func (o *chOutput) repairNodes(ctx context.Context) error {
 	}
 	repaired, skipped, err := o.conn.RepairNodes(ctx, targets)
 	for _, r := range repaired {
-		o.log.Warnf("ClickHouse cluster: %s was missing; re-created there under its replicas' ZooKeeper path, it fetches their rows", r)
+		o.log.Warnf("ClickHouse cluster: %s", r)
 	}
 	for _, s := range skipped {
 		o.log.Warnf("ClickHouse cluster: %s; tried again at the next start", s)

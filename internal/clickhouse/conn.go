@@ -685,6 +685,7 @@ var transientServerCodes = map[int32]bool{
 	203: true, // NO_FREE_CONNECTION
 	209: true, // SOCKET_TIMEOUT
 	210: true, // NETWORK_ERROR
+	279: true, // ALL_CONNECTION_TRIES_FAILED: a shard a Distributed insert writes to is away
 	242: true, // TABLE_IS_READ_ONLY
 	252: true, // TOO_MANY_PARTS
 	319: true, // UNKNOWN_STATUS_OF_INSERT

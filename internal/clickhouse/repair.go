@@ -19,9 +19,33 @@ import (
 // that does not answer, or a table that cannot be re-created, is passed
 // over and described in skipped: it concerns that node or table alone,
 // and the next start tries again. err is only ctx's. It returns what it
-// re-created, "table on node" each.
+// re-created, a sentence each. On shards it then makes the
+// Distributed tables follow the local ones (repairDistributed), which a
+// crash between a statement's local and Distributed steps leaves behind.
 func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, skipped []string, err error) {
-	if c.topology.Cluster == "" || len(targets) == 0 {
+	if c.topology.Cluster == "" {
+		return nil, nil, nil
+	}
+	if c.topology.Sharded() {
+		repaired, skipped, err = c.repairNodes(ctx, targets)
+		if err != nil {
+			return repaired, skipped, err
+		}
+		// After the nodes' tables: a local table re-created on a node
+		// that lacked it has its Distributed table made there too.
+		databases := map[string]bool{c.database: true}
+		for _, t := range targets {
+			databases[t.Database] = true
+		}
+		r, s, err := c.repairDistributed(ctx, databases)
+		return append(repaired, r...), append(skipped, s...), err
+	}
+	return c.repairNodes(ctx, targets)
+}
+
+// repairNodes is RepairNodes' per-node repair.
+func (c *Conn) repairNodes(ctx context.Context, targets []Target) (repaired, skipped []string, err error) {
+	if len(targets) == 0 {
 		return nil, nil, nil
 	}
 	if c.topology.Sharded() {
@@ -74,7 +98,7 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 			skipped = append(skipped, fmt.Sprintf("%s is not re-created on %s: %v", QuoteQualified(t), strings.Join(lacking, ", "), err))
 			continue
 		}
-		repaired = append(repaired, fmt.Sprintf("%s on %s", QuoteQualified(t), strings.Join(lacking, ", ")))
+		repaired = append(repaired, fmt.Sprintf("%s on %s was missing; re-created there under its replicas' ZooKeeper path, it fetches their rows", QuoteQualified(t), strings.Join(lacking, ", ")))
 	}
 	return repaired, skipped, nil
 }

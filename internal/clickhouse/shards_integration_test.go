@@ -141,6 +141,22 @@ func TestShardedTable(t *testing.T) {
 			t.Errorf("node %d: %s rows after TRUNCATE", i, got)
 		}
 	}
+	testShardedCrashBetweenSteps(ctx, t, conn, cluster, target)
+
+	// A shard away: the insert that touches it fails as the destination's
+	// outage (retried), not as the table's fault, and works once it is back.
+	cluster.Nodes[1].StopServer(t)
+	batch := [][]any{{int64(1), "a", uint64(9001)}, {int64(2), "b", uint64(9002)}, {int64(3), "c", uint64(9003)}, {int64(4), "d", uint64(9004)}}
+	err = conn.Insert(ctx, target, cols[:3], batch)
+	if err == nil || !IsRetryable(err) {
+		t.Errorf("insert with shard 2 away: %v (retryable %v); want a retryable failure", err, IsRetryable(err))
+	} else {
+		t.Logf("insert with shard 2 away: %v", err)
+	}
+	cluster.Nodes[1].StartServer(t)
+	if err := conn.Insert(ctx, target, cols[:3], batch); err != nil {
+		t.Errorf("insert once shard 2 is back: %v", err)
+	}
 	if err := conn.Exec(ctx, DropTable(target)); err != nil {
 		t.Fatal(err)
 	}
@@ -148,5 +164,63 @@ func TestShardedTable(t *testing.T) {
 		if got := node.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database IN ('sh', 'sh_local')"); got != "0" {
 			t.Errorf("node %d: %s tables after DROP", i, got)
 		}
+	}
+}
+
+// testShardedCrashBetweenSteps leaves target's Distributed tables as a
+// crash between a statement's local and Distributed steps does (an ALTER
+// and a publish's swap run on the local tables alone), and checks that
+// the repair at start puts them back in step: the new column readable
+// through the Distributed table, the swapped-in rows under the name, the
+// staging name gone.
+func testShardedCrashBetweenSteps(ctx context.Context, t *testing.T, conn *Conn, cluster *testrig.ClickHouseCluster, target Target) {
+	t.Helper()
+	local := func(sql string) {
+		t.Helper()
+		stmts, err := conn.topology.split(sql, func(t Target) (string, error) { return "rand()", nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.run(ctx, conn.pool(), stmts[:1]); err != nil {
+			t.Fatalf("%s: %v", stmts[0], err)
+		}
+	}
+	add, _, err := AddColumn(conn.Dialect(), target, ColumnSpec{Name: "late", Type: ColumnType{Type: "Int32", Repr: ReprInt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local(add)
+	stage, retired := Target{Database: "sh", Table: "public.t__stage"}, Target{Database: "sh", Table: "public.t__old"}
+	if err := conn.CreateLike(ctx, stage, target); err != nil {
+		t.Fatal(err)
+	}
+	cols := []ColumnSpec{{Name: "id", Type: ColumnType{Type: "Int64", Repr: ReprInt}}, {Name: ColLSN, Type: ColumnType{Type: "UInt64", Repr: ReprInt}}}
+	if err := conn.Insert(ctx, stage, cols, [][]any{{int64(1), uint64(1)}, {int64(2), uint64(1)}, {int64(3), uint64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	local(SwapIn(target, stage, retired))
+	for _, n := range cluster.Nodes {
+		if got := n.HTTPQuery(t, "SELECT count() FROM system.columns WHERE database = 'sh' AND table = 'public.t' AND name = 'late'"); got != "0" {
+			t.Fatalf("the simulated crash left the Distributed table with the new column (%s)", got)
+		}
+	}
+	repaired, skipped, err := conn.RepairNodes(ctx, []Target{target})
+	t.Logf("repaired %q, skipped %q", repaired, skipped)
+	if err != nil || len(skipped) > 0 || len(repaired) != 3 {
+		t.Errorf("repair after the crash: repaired %q, skipped %q, %v; want the name made again, the staging name dropped, the retired name created", repaired, skipped, err)
+	}
+	for i, node := range cluster.Nodes {
+		if got := node.HTTPQuery(t, "SELECT count(), sum(late) FROM "+QuoteQualified(target)+" FINAL"); got != "3\t0" {
+			t.Errorf("node %d: the name after the repair holds %q", i, got)
+		}
+		if got := node.HTTPQuery(t, "SELECT name FROM system.tables WHERE database = 'sh' ORDER BY name"); got != "public.t\npublic.t__old" {
+			t.Errorf("node %d: Distributed tables after the repair %q", i, got)
+		}
+	}
+	if again, skipped, err := conn.RepairNodes(ctx, []Target{target}); len(again)+len(skipped) > 0 || err != nil {
+		t.Errorf("a second repair: repaired %q, skipped %q, %v; want nothing to do", again, skipped, err)
+	}
+	if err := conn.Exec(ctx, DropTable(retired)); err != nil {
+		t.Fatal(err)
 	}
 }

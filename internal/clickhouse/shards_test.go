@@ -142,3 +142,57 @@ func TestShardingKeyTypes(t *testing.T) {
 		t.Errorf("ShardingKey = %s", got)
 	}
 }
+
+func TestOrderByKey(t *testing.T) {
+	types := map[string]string{"id": "Int64", "tags": "Array(String)", "a b": "String"}
+	for _, c := range []struct{ engine, want string }{
+		{"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/walshadow/ab', '{replica}', _lsn) ORDER BY id SETTINGS index_granularity = 8192", "sipHash64(toString(id))"},
+		{"ReplicatedReplacingMergeTree('/p', '{replica}', _lsn) ORDER BY (id, tags, `a b`) SETTINGS index_granularity = 8192", "sipHash64(toString(id), tags, toString(`a b`))"},
+		{"ReplicatedReplacingMergeTree('/p', '{replica}', _lsn) ORDER BY (id)", "sipHash64(toString(id))"},
+		{"ReplicatedReplacingMergeTree('/p', '{replica}', _lsn) ORDER BY (id, cityHash64(id))", ""},
+		{"ReplicatedReplacingMergeTree('/p', '{replica}', _lsn) ORDER BY gone", ""},
+		{"Distributed('ws', 'd_local', 't', rand())", ""},
+	} {
+		if got := orderByKey(c.engine, types); got != c.want {
+			t.Errorf("orderByKey(%q) = %q, want %q", c.engine, got, c.want)
+		}
+	}
+}
+
+func TestPlanDistributed(t *testing.T) {
+	cols := []string{"id Int64", "v String"}
+	key := "sipHash64(toString(`id`))"
+	locals := map[string]shardLocal{
+		"public.same":    {columns: cols, key: "sipHash64(toString(id))"},
+		"public.altered": {columns: append(cols[:2:2], "w Int32"), key: key},
+		"public.rekeyed": {columns: cols, key: "sipHash64(toString(v))"},
+		"public.new":     {columns: cols, key: key},
+		"public.nokey":   {columns: cols},
+		"public.nokey2":  {columns: cols},
+	}
+	dists := map[string]shardDistributed{
+		"public.same":    {columns: cols, key: key},
+		"public.altered": {columns: cols, key: key},
+		"public.rekeyed": {columns: cols, key: key},
+		"public.orphan":  {columns: cols, key: key},
+		"public.nokey2":  {columns: cols[:1], key: key},
+	}
+	fixes, skipped := planDistributed("ws", "d", locals, dists)
+	var got []string
+	for _, f := range fixes {
+		got = append(got, strings.Join(f.stmts, "; ")+" -- "+f.note)
+	}
+	want := []string{
+		"DROP TABLE IF EXISTS `d`.`public.altered`; CREATE TABLE IF NOT EXISTS `d`.`public.altered` AS `d_local`.`public.altered` ENGINE = Distributed('ws', 'd_local', 'public.altered', sipHash64(toString(`id`))) -- `d`.`public.altered` did not match its local table (columns or sharding key): made again",
+		"CREATE TABLE IF NOT EXISTS `d`.`public.new` AS `d_local`.`public.new` ENGINE = Distributed('ws', 'd_local', 'public.new', sipHash64(toString(`id`))) -- `d`.`public.new` was missing over its local table: created",
+		"DROP TABLE IF EXISTS `d`.`public.nokey2`; CREATE TABLE IF NOT EXISTS `d`.`public.nokey2` AS `d_local`.`public.nokey2` ENGINE = Distributed('ws', 'd_local', 'public.nokey2', sipHash64(toString(`id`))) -- `d`.`public.nokey2` did not match its local table (columns or sharding key): made again",
+		"DROP TABLE IF EXISTS `d`.`public.orphan` -- `d`.`public.orphan` stood over no local table: dropped",
+		"DROP TABLE IF EXISTS `d`.`public.rekeyed`; CREATE TABLE IF NOT EXISTS `d`.`public.rekeyed` AS `d_local`.`public.rekeyed` ENGINE = Distributed('ws', 'd_local', 'public.rekeyed', sipHash64(toString(v))) -- `d`.`public.rekeyed` did not match its local table (columns or sharding key): made again",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("fixes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "`d`.`public.nokey` has no Distributed table") {
+		t.Errorf("skipped %q", skipped)
+	}
+}

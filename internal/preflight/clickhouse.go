@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 
 // scratchTablePrefix names the table the write check creates and drops.
 const scratchTablePrefix = "_walshadow_preflight_"
+
+// staleScratchAge is how old a scratch table must be for a check to drop
+// it as left by an earlier one.
+var staleScratchAge = 10 * time.Minute
 
 // cleanupTimeout bounds dropping the scratch table after a cancelled ctx.
 const cleanupTimeout = 10 * time.Second
@@ -114,6 +119,7 @@ func (fs *findings) checkCHDatabase(ctx context.Context, conn *clickhouse.Conn, 
 // checkCHWrite creates a scratch table of the engine walshadow uses,
 // inserts a row and drops it.
 func (fs *findings) checkCHWrite(ctx context.Context, conn *clickhouse.Conn, database string) {
+	fs.dropStaleScratch(ctx, conn, database)
 	var suffix [6]byte
 	rand.Read(suffix[:])
 	target := clickhouse.Target{Database: database, Table: scratchTablePrefix + hex.EncodeToString(suffix[:])}
@@ -143,6 +149,35 @@ func (fs *findings) checkCHWrite(ctx context.Context, conn *clickhouse.Conn, dat
 	}
 	if insertErr != nil && dropErr != nil {
 		fs.warn("clickhouse_write", fmt.Sprintf("could not drop the scratch table %s: %v", table, dropErr), "drop it by hand")
+	}
+}
+
+// dropStaleScratch drops the scratch tables of earlier checks that did not
+// finish (killed between CREATE and DROP): on shards also a local table
+// whose Distributed table was never made. Only those older than
+// staleScratchAge: another pipeline's check may be under way.
+func (fs *findings) dropStaleScratch(ctx context.Context, conn *clickhouse.Conn, database string) {
+	rows, err := conn.Native().Query(ctx, "SELECT DISTINCT name FROM system.tables WHERE database IN ("+clickhouse.QuoteString(database)+", "+
+		clickhouse.QuoteString(database+clickhouse.LocalSuffix)+") AND startsWith(name, "+clickhouse.QuoteString(scratchTablePrefix)+
+		") AND metadata_modification_time < now() - "+strconv.Itoa(int(staleScratchAge.Seconds())))
+	if err != nil {
+		return // the write check that follows says what is wrong
+	}
+	var stale []string
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) == nil {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	for _, name := range stale {
+		t := clickhouse.Target{Database: database, Table: name}
+		if err := conn.Exec(ctx, clickhouse.DropTable(t)); err != nil {
+			fs.warn("clickhouse_write", fmt.Sprintf("could not drop %s, left by an earlier check: %v", clickhouse.QuoteQualified(t), err), "drop it by hand")
+			continue
+		}
+		fs.info("clickhouse_write", fmt.Sprintf("dropped %s, left by an earlier check that did not finish", clickhouse.QuoteQualified(t)))
 	}
 }
 

@@ -196,9 +196,18 @@ func TestClickHouse(t *testing.T) {
 	if got := ch.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'preflight_db'"); strings.TrimSpace(got) != "0" {
 		t.Fatalf("scratch table left behind: %s tables", got)
 	}
-	// The database exists now.
+	// The database exists now; a scratch table a killed check left is
+	// dropped (any age counts as stale here).
+	ch.HTTPQuery(t, "CREATE TABLE preflight_db._walshadow_preflight_dead (x UInt8) ENGINE = Memory")
+	defer func(age time.Duration) { staleScratchAge = age }(staleScratchAge)
+	staleScratchAge = 0
+	time.Sleep(1100 * time.Millisecond)
 	r = ClickHouse(ctx, clickhouse.ConnConfig{DSN: "clickhouse://default:@" + ch.NativeAddr() + "/preflight_db"}, "")
 	want(t, r, "clickhouse_database", Info, "`preflight_db` exists")
+	want(t, r, "clickhouse_write", Info, "dropped `preflight_db`.`_walshadow_preflight_dead`, left by an earlier check")
+	if got := ch.HTTPQuery(t, "SELECT count() FROM system.tables WHERE database = 'preflight_db'"); strings.TrimSpace(got) != "0" {
+		t.Fatalf("stale scratch table not dropped: %s tables", got)
+	}
 
 	t.Run("unreachable", func(t *testing.T) {
 		r := ClickHouse(ctx, clickhouse.ConnConfig{DSN: fmt.Sprintf("clickhouse://writer:s3cret-pw@127.0.0.1:%d/default", freePort(t)), DialTimeout: 5 * time.Second}, "")
