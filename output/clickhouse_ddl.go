@@ -158,7 +158,7 @@ dropped there.`).
 				Description("Target database of tables without their own; empty means the DSN's database, else `default`. Created if missing.").
 				Default(""),
 			service.NewStringField(FieldCluster).
-				Description("A cluster of the server's `remote_servers` (`system.clusters`) to replicate into: every statement runs `ON CLUSTER` and tables are `ReplicatedReplacingMergeTree`, so every node holds every row. Empty: the one server the DSN names. Clusters of one shard only so far. See docs/clusters.md.").
+				Description("A cluster of the server's `remote_servers` (`system.clusters`) to replicate into: every statement runs `ON CLUSTER` and tables are `ReplicatedReplacingMergeTree`. One shard: every node holds every row. Several shards (of one replica each): each table's rows in a local table of the database `<database>_local` on every shard, under its name a `Distributed` table sharded by a hash of the row's identity. Empty: the one server the DSN names. See docs/clusters.md.").
 				Example("ws").
 				Default(""),
 			service.NewTLSToggledField(FieldTLS),
