@@ -46,5 +46,11 @@
 // WALSHADOW_BENCH_PPROF=<dir> makes the timed walshadow run write a CPU
 // profile of itself over the backlog to <dir>/walshadow-backlog.cpu.pprof.
 //
+// BenchmarkCommitToVisible (go tool task bench:latency) measures how soon
+// a committed row is readable in ClickHouse while walshadow follows a live
+// source: a steady stream of one-row transactions beside a TPC-B mix, and
+// one long transaction whose rows all appear after its COMMIT; see its
+// doc for the shapes and what is reported.
+//
 // The package has no tests: go test ./... runs none of it.
 package bench
