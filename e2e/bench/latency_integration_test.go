@@ -220,17 +220,13 @@ func BenchmarkCommitToVisible(b *testing.B) {
 		b.ReportMetric(float64(d.Milliseconds()), "interleaved-ms")
 		interleaved = d.Round(time.Millisecond).String()
 	}
-	r.ch.HTTPQuery(b, "SYSTEM FLUSH LOGS")
-	inserts := strings.TrimSpace(r.ch.HTTPQuery(b, `SELECT count(), round(avg(rows)), round(avg(duration_ms)), max(duration_ms)
-		FROM system.part_log WHERE event_time >= toDateTime('`+from+`') AND toString(event_type) IN ('NewPart', 'NEW_PART') AND table = 'public.lat_rows'`))
 	b.Logf(`commit-to-visible, %d rows/s over %d clients (one row a transaction) for %ds beside pgbench -R %d, ClickHouse polled every %v (%d polls):
   steady rows: %d inserted, %d seen; p50 %v, p90 %v, p99 %v, max %v; %d never seen
   interleaved: one transaction of %d rows over %v, all of them visible %s after COMMIT returned
-  inserts into lat_rows (ClickHouse's part log: parts, average rows, average and max ms to write one): %s
   ClickHouse part log over the run: %s`,
 		rate, latencyClients, seconds, latencyTPCBRate, latencyPoll, polls,
 		inserted, len(lat), pct(0.50).Round(time.Millisecond), pct(0.90).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), unseen,
-		latencyLongRows, latencyLongSpan, interleaved, strings.ReplaceAll(inserts, "\t", " "), r.partLog(b, from))
+		latencyLongRows, latencyLongSpan, interleaved, r.partLog(b, from))
 	if unseen > 0 {
 		b.Errorf("%d of %d rows never reached ClickHouse", unseen, inserted)
 	}
