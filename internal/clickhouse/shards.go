@@ -98,15 +98,29 @@ func CreateDistributed(cluster string, t Target, key string) string {
 // DistributedKey reads the sharding expression of a Distributed table's
 // engine_full (system.tables), as the server prints it.
 func DistributedKey(engineFull string) (string, error) {
+	args, err := distributedArgs(engineFull)
+	if err != nil {
+		return "", err
+	}
+	return args[3], nil
+}
+
+// distributedArgs reads the four arguments of a Distributed engine's
+// engine_full (cluster, database and table literals, sharding key), each
+// trimmed.
+func distributedArgs(engineFull string) ([]string, error) {
 	const head = "Distributed("
 	if !strings.HasPrefix(engineFull, head) || !strings.HasSuffix(engineFull, ")") {
-		return "", fmt.Errorf("not a Distributed engine: %s", previewSQL(engineFull))
+		return nil, fmt.Errorf("not a Distributed engine: %s", previewSQL(engineFull))
 	}
 	args := splitTopLevel(engineFull[len(head):len(engineFull)-1], ',')
 	if len(args) != 4 {
-		return "", fmt.Errorf("a Distributed engine without a sharding key: %s", previewSQL(engineFull))
+		return nil, fmt.Errorf("a Distributed engine without a sharding key: %s", previewSQL(engineFull))
 	}
-	return strings.TrimSpace(args[3]), nil
+	for i := range args {
+		args[i] = strings.TrimSpace(args[i])
+	}
+	return args, nil
 }
 
 // Rename is one move of a RENAME TABLE.

@@ -172,14 +172,14 @@ func (c *Conn) repairDistributed(ctx context.Context, databases map[string]bool)
 		cols := columns[key{db, name}]
 		switch {
 		case databases[db] && engine == "Distributed":
-			args := splitTopLevel(strings.TrimSuffix(strings.TrimPrefix(full, "Distributed("), ")"), ',')
-			if len(args) != 4 || strings.TrimSpace(args[1]) != QuoteString(db+LocalSuffix) || strings.TrimSpace(args[2]) != QuoteString(name) {
+			args, err := distributedArgs(full)
+			if err != nil || args[1] != QuoteString(db+LocalSuffix) || args[2] != QuoteString(name) {
 				continue // not over walshadow's local table of its name
 			}
 			if dists[db] == nil {
 				dists[db] = map[string]shardDistributed{}
 			}
-			dists[db][name] = shardDistributed{columns: cols, key: strings.TrimSpace(args[3])}
+			dists[db][name] = shardDistributed{columns: cols, key: args[3]}
 		case strings.HasSuffix(db, LocalSuffix) && databases[strings.TrimSuffix(db, LocalSuffix)]:
 			types := map[string]string{}
 			for _, c := range cols {
