@@ -38,7 +38,12 @@ func (c *Conn) RepairNodes(ctx context.Context, targets []Target) (repaired, ski
 			databases[t.Database] = true
 		}
 		r, s, err := c.repairDistributed(ctx, databases)
-		return append(repaired, r...), append(skipped, s...), err
+		repaired, skipped = append(repaired, r...), append(skipped, s...)
+		if err != nil && ctx.Err() == nil {
+			// As a node that does not answer: the next start tries again.
+			return repaired, append(skipped, fmt.Sprintf("the Distributed tables are not checked against their local tables: %v", err)), nil
+		}
+		return repaired, skipped, ctx.Err()
 	}
 	return c.repairNodes(ctx, targets)
 }
