@@ -2,6 +2,7 @@ package chcompare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -71,4 +72,37 @@ func ShardSplits(ctx context.Context, a driver.Conn, bAddr, database string) ([]
 		}
 	}
 	return splits, nil
+}
+
+// CheckShards reads ShardSplits through node A (its DSN) and node B (its
+// native address): summary is a line per table and a count; err names
+// every table with a key on both shards, or says no table has rows on
+// both (the sharding was not exercised).
+func CheckShards(ctx context.Context, aDSN, bAddr, database string) (summary string, err error) {
+	conn, err := clickhouse.Open(ctx, clickhouse.ConnConfig{DSN: aDSN})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	splits, err := ShardSplits(ctx, conn.Native(), bAddr, database)
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	var errs []error
+	split := 0
+	for _, s := range splits {
+		lines = append(lines, s.String())
+		if s.Both != 0 {
+			errs = append(errs, fmt.Errorf("%s: %d rows of shard 1 have a key that shard 2 holds too", s.Table, s.Both))
+		}
+		if s.RowsA != 0 && s.RowsB != 0 {
+			split++
+		}
+	}
+	if split == 0 {
+		errs = append(errs, fmt.Errorf("no table of %d has rows on both shards", len(splits)))
+	}
+	lines = append(lines, fmt.Sprintf("%d of %d Distributed tables have rows on both shards", split, len(splits)))
+	return strings.Join(lines, "\n"), errors.Join(errs...)
 }
