@@ -400,18 +400,6 @@ func (p *Pump) flushTail(fn func(start wal.LSN, data []byte) error) error {
 // arrive for a while, so records do not wait for a full batch.
 func (p *Pump) FlushIdle(ctx context.Context) error { return p.flush(ctx) }
 
-// FlushIfDrained hands over a partial batch when the batches handed over
-// before it have all been taken: the reader is idle, or about to be, and
-// the records would otherwise wait for a full batch or for the source to
-// pause. When the reader is behind, batches queue and grow to full size
-// (the reader joins what it finds queued into one batch of its own).
-func (p *Pump) FlushIfDrained(ctx context.Context) error {
-	if p.out == nil || len(p.out) > 0 {
-		return nil
-	}
-	return p.flush(ctx)
-}
-
 // hold publishes through the boundary, ends the batch with it, and waits
 // until the shadow has applied exactly through the boundary and the batch
 // is released.

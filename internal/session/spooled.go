@@ -192,9 +192,6 @@ func (s *Session) feed(ctx context.Context, p *parts, r *spool.Reader) {
 			if Hooks.AfterSpoolRead != nil {
 				Hooks.AfterSpoolRead()
 			}
-			if err := p.pump.FlushIfDrained(ctx); err != nil {
-				return
-			}
 		case errors.Is(err, context.DeadlineExceeded):
 			if err := p.pump.FlushIdle(ctx); err != nil {
 				return
