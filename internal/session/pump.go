@@ -112,6 +112,10 @@ type PumpConfig struct {
 	SegmentSize uint32
 	// MaxBatchRecords seals a batch at this many records (default 1024).
 	MaxBatchRecords int
+	// MaxBatchAge seals a batch this long after its first record (default
+	// 100 ms): under a steady load the WAL never pauses for the idle
+	// hand-over, and a batch would wait to fill.
+	MaxBatchAge time.Duration
 	// HoldTimeout bounds each boundary hold once its batch is handed over:
 	// the shadow must apply the boundary, the capture run and the batch be
 	// released within it. Handing the batch to a slow processor does not
@@ -145,13 +149,15 @@ type PumpConfig struct {
 // the shadow and the archive; original records out in batches, a boundary
 // always ending its batch and holding publication until released.
 type Pump struct {
-	cfg     PumpConfig
-	reader  *wal.StreamReader
-	wire    *wireBuffer
-	decider Decider
-	shadow  ShadowFeed
-	sink    SegmentSink
-	out     chan<- *Batch
+	cfg PumpConfig
+	// batchBorn: when the open batch got its first record (MaxBatchAge).
+	batchBorn time.Time
+	reader    *wal.StreamReader
+	wire      *wireBuffer
+	decider   Decider
+	shadow    ShadowFeed
+	sink      SegmentSink
+	out       chan<- *Batch
 
 	start     wal.LSN // where the pump began (a segment start)
 	decided   wal.LSN // every record before this LSN is decided
@@ -195,6 +201,9 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 	}
 	if cfg.HoldTimeout <= 0 {
 		cfg.HoldTimeout = 30 * time.Second
+	}
+	if cfg.MaxBatchAge <= 0 {
+		cfg.MaxBatchAge = 100 * time.Millisecond
 	}
 	r, err := wal.NewStreamReader(start, wal.StreamOptions{SegmentSize: cfg.SegmentSize})
 	if err != nil {
@@ -287,6 +296,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	if d.ToDecoder || d.Boundary != nil {
 		if p.batch == nil {
 			p.batch = &Batch{First: rec.LSN}
+			p.batchBorn = time.Now()
 		}
 		p.batch.Items = append(p.batch.Items, Item{Record: rec.Clone(), Decision: d})
 		p.stats.DecoderRecords++
@@ -294,7 +304,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	if d.Boundary != nil {
 		return p.hold(ctx, d.Boundary)
 	}
-	if p.batch != nil && len(p.batch.Items) >= p.cfg.MaxBatchRecords {
+	if p.batch != nil && (len(p.batch.Items) >= p.cfg.MaxBatchRecords || time.Since(p.batchBorn) >= p.cfg.MaxBatchAge) {
 		return p.flush(ctx)
 	}
 	return nil
