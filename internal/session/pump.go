@@ -266,9 +266,18 @@ func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 			return err
 		}
 	}
-	err := p.publish()
+	if err := p.publish(); err != nil {
+		p.publishSnap()
+		return err
+	}
+	// Once per chunk, not per record: a backlog fills its batches long
+	// before they age.
+	if p.batch != nil && time.Since(p.batchBorn) >= p.cfg.MaxBatchAge {
+		// flush publishes the snapshot.
+		return p.flush(ctx)
+	}
 	p.publishSnap()
-	return err
+	return nil
 }
 
 func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
@@ -304,7 +313,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	if d.Boundary != nil {
 		return p.hold(ctx, d.Boundary)
 	}
-	if p.batch != nil && (len(p.batch.Items) >= p.cfg.MaxBatchRecords || time.Since(p.batchBorn) >= p.cfg.MaxBatchAge) {
+	if p.batch != nil && len(p.batch.Items) >= p.cfg.MaxBatchRecords {
 		return p.flush(ctx)
 	}
 	return nil
