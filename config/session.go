@@ -129,8 +129,8 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				Description("Most records in one batch emitted by the input. A backlog goes out in batches this large (each batch is one ClickHouse insert per table).").
 				Default(8192).Advanced(),
 			service.NewDurationField(FieldMaxBatchAge).
-				Description("Longest a committed change waits for its batch to fill: under a steady load the WAL never pauses, and a batch is handed on this long after its first record, full or not. Lower: rows visible sooner, more (smaller) ClickHouse inserts and merges; higher: fewer parts.").
-				Default("100ms").Advanced(),
+				Description("Longest a committed change waits for its batch to fill: under a steady load the WAL never pauses, and a batch is handed on this long after its first record, full or not (so rows are visible in ClickHouse a little after this). Lower: rows visible sooner, more (smaller) ClickHouse inserts and merges, one insert per table per batch; higher: fewer parts. docs/performance.md has the measured trade-off.").
+				Default("200ms").Advanced(),
 			service.NewIntField(FieldRetention).
 				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
 				Default(256<<20).Advanced(),

@@ -113,7 +113,7 @@ type PumpConfig struct {
 	// MaxBatchRecords seals a batch at this many records (default 1024).
 	MaxBatchRecords int
 	// MaxBatchAge seals a batch this long after its first record (default
-	// 100 ms): under a steady load the WAL never pauses for the idle
+	// 200 ms): under a steady load the WAL never pauses for the idle
 	// hand-over, and a batch would wait to fill.
 	MaxBatchAge time.Duration
 	// HoldTimeout bounds each boundary hold once its batch is handed over:
@@ -203,7 +203,7 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 		cfg.HoldTimeout = 30 * time.Second
 	}
 	if cfg.MaxBatchAge <= 0 {
-		cfg.MaxBatchAge = 100 * time.Millisecond
+		cfg.MaxBatchAge = 200 * time.Millisecond
 	}
 	r, err := wal.NewStreamReader(start, wal.StreamOptions{SegmentSize: cfg.SegmentSize})
 	if err != nil {
