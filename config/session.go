@@ -28,6 +28,7 @@ const (
 	FieldHoldTimeout     = "hold_timeout"
 	FieldStatusInterval  = "status_interval"
 	FieldMaxBatchRecords = "max_batch_records"
+	FieldMaxBatchAge     = "max_batch_age"
 	FieldRetention       = "archive_retention_bytes"
 	FieldSlowThreshold   = "walsender_slow_threshold_bytes"
 	FieldXactBuffer      = "transaction_buffer_bytes"
@@ -52,6 +53,7 @@ type Session struct {
 	HoldTimeout     time.Duration
 	StatusInterval  time.Duration
 	MaxBatchRecords int
+	MaxBatchAge     time.Duration
 	RetentionBytes  int64
 	SlowThreshold   int64
 	XactBufferBytes int64
@@ -124,8 +126,11 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 				Description("How often standby status (write/flush/apply positions) is sent to the source.").
 				Default("10s").Advanced(),
 			service.NewIntField(FieldMaxBatchRecords).
-				Description("Most records in one batch emitted by the input. A backlog goes out in batches this large (each batch is one ClickHouse insert per table); live changes go out as soon as they are committed, whatever their number.").
+				Description("Most records in one batch emitted by the input. A backlog goes out in batches this large (each batch is one ClickHouse insert per table).").
 				Default(8192).Advanced(),
+			service.NewDurationField(FieldMaxBatchAge).
+				Description("Longest a committed change waits for its batch to fill: under a steady load the WAL never pauses, and a batch is handed on this long after its first record, full or not (so rows are visible in ClickHouse a little after this). Lower: rows visible sooner, more (smaller) ClickHouse inserts and merges, one insert per table per batch; higher: fewer parts. docs/performance.md has the measured trade-off.").
+				Default("200ms").Advanced(),
 			service.NewIntField(FieldRetention).
 				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
 				Default(256<<20).Advanced(),
@@ -166,6 +171,7 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 	get(func() (e error) { s.HoldTimeout, e = conf.FieldDuration(FieldHoldTimeout); return })
 	get(func() (e error) { s.StatusInterval, e = conf.FieldDuration(FieldStatusInterval); return })
 	get(func() (e error) { s.MaxBatchRecords, e = conf.FieldInt(FieldMaxBatchRecords); return })
+	get(func() (e error) { s.MaxBatchAge, e = conf.FieldDuration(FieldMaxBatchAge); return })
 	get(func() (e error) {
 		var n int
 		n, e = conf.FieldInt(FieldRetention)
@@ -207,6 +213,8 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 		return s, fmt.Errorf("%s: must be positive", FieldHoldTimeout)
 	case s.MaxBatchRecords <= 0:
 		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchRecords)
+	case s.MaxBatchAge <= 0:
+		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchAge)
 	case s.XactBufferBytes < 1<<20:
 		return s, fmt.Errorf("%s: %d is below the 1 MiB minimum", FieldXactBuffer, s.XactBufferBytes)
 	case s.ShadowPort <= 0 || s.ShadowPort > 65535:

@@ -175,3 +175,62 @@ func TestReloadInterruptedBeforeAgreement(t *testing.T) {
 	run.stop(t)
 	r.compareAll(t)
 }
+
+// TestReloadOverLeftoverDeltaTable: a load's delta table is named after its
+// relation, so an earlier load that a crash, a discard or a table leaving
+// the scope abandoned leaves a table under the name the next load's delta
+// table takes, in whatever shape it had then. The kill test found one with
+// a column of the type before an ALTER: the new load's first agreement
+// reconciled against it, refused the table ("ClickHouse column has another
+// type") and every later change of it failed the same way. The new load
+// drops it and starts its delta table empty: the table is reloaded and ends
+// equal to the source.
+func TestReloadOverLeftoverDeltaTable(t *testing.T) {
+	r := newRig(t)
+	run := r.start(t, "drop_strategy: drop\n")
+	r.src.Exec(t, `CREATE TABLE rd (a int PRIMARY KEY, b text); INSERT INTO rd SELECT g, 'v' || g FROM generate_series(1, 50) g`)
+	r.waitCH(t, run, liveCountSQL("public", "rd"), "50", ddlWait)
+	run.stop(t)
+
+	oid := uint32(r.src.QueryInt(t, "SELECT 'public.rd'::regclass::oid::int8"))
+	dir := filepath.Join(r.stateDir, "clickhouse")
+	st, err := clickhouse.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.Get(oid)
+	if a == nil {
+		t.Fatal("public.rd has no agreement")
+	}
+	ledger, err := load.OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reload interrupted before its agreement moved (as in
+	// TestReloadInterruptedBeforeAgreement), over an abandoned delta table
+	// whose column b has another type and which holds a row the source
+	// never had.
+	tbl := a.Target.Table
+	if err := ledger.Put(load.Entry{Oid: oid, Schema: "public", Table: "rd", Mode: load.ModeCopy, Phase: load.PhaseLoading,
+		Database: a.Target.Database, Target: tbl, Staging: load.StagingName(tbl, oid), Old: load.StaleName(tbl, oid),
+		StaleDatabase: a.Target.Database, Stale: tbl, Reason: "changed at 0/0: the test's interrupted reload"}); err != nil {
+		t.Fatal(err)
+	}
+	delta := clickhouse.Target{Database: a.Target.Database, Table: load.DeltaName(tbl, oid)}
+	r.ch.HTTPQuery(t, fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(delta), clickhouse.QuoteQualified(a.Target)))
+	r.ch.HTTPQuery(t, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN b Nullable(Int64)", clickhouse.QuoteQualified(delta)))
+	r.ch.HTTPQuery(t, fmt.Sprintf("INSERT INTO %s (a, b, _lsn) VALUES (999, 7, 1)", clickhouse.QuoteQualified(delta)))
+	r.src.Exec(t, `UPDATE rd SET b = b || 'x' WHERE a % 2 = 0; DELETE FROM rd WHERE a > 45`)
+
+	logs := &logLines{}
+	run = r.startLogged(t, "drop_strategy: drop\n", logs)
+	r.waitLoadsDone(t, run, logs, 1, 2*time.Minute)
+	r.waitCH(t, run, liveCountSQL("public", "rd"), "45", ddlWait)
+	r.src.Exec(t, `INSERT INTO rd VALUES (100, 'after')`)
+	r.waitCH(t, run, liveCountSQL("public", "rd"), "46", ddlWait)
+	if s := logs.String(); strings.Contains(s, "cannot be replicated") || strings.Contains(s, "has another type") {
+		t.Errorf("the leftover delta table refused the table:\n%s", tail(s, 3000))
+	}
+	run.stop(t)
+	r.compareAll(t)
+}

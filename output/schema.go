@@ -91,6 +91,9 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	if err != nil {
 		return fmt.Errorf("reading %s from ClickHouse: %w", clickhouse.QuoteQualified(target), err)
 	}
+	if ch, err = o.dropLeftoverDelta(ctx, d, prev, target, ch); err != nil {
+		return err
+	}
 	plan, err := clickhouse.Reconcile(o.conn.Dialect(), o.defaultDatabase(), cfg, prev, ch, d)
 	if err != nil {
 		o.m.ddlRefused.Incr(1, "reconcile")
@@ -124,6 +127,27 @@ func (o *chOutput) agree(ctx context.Context, d *desclog.Descriptor, version wal
 	}
 	o.tables[d.Oid] = newTableState(o.conn.Dialect(), plan.Agreed)
 	return nil
+}
+
+// dropLeftoverDelta: a first agreement (prev nil) on a load's delta table
+// starts it empty. A table already under that name (the name is the
+// relation's own, by oid) is an earlier load's that a crash or a discard
+// left behind, under whatever shape it had then: reconciling against it
+// refused the table for good ("ClickHouse column has another type"). Its
+// rows all committed before the new load's snapshot, which the publish
+// would discard anyway, so it is dropped.
+func (o *chOutput) dropLeftoverDelta(ctx context.Context, d *desclog.Descriptor, prev *clickhouse.Agreed, target clickhouse.Target, ch clickhouse.CHTable) (clickhouse.CHTable, error) {
+	if prev != nil || !ch.Exists {
+		return ch, nil
+	}
+	if delta, ok := o.loads.DeltaTarget(d.Oid); !ok || delta != target {
+		return ch, nil
+	}
+	if err := o.execAll(ctx, []string{clickhouse.DropTable(target)}); err != nil {
+		return ch, fmt.Errorf("%s.%s: dropping an earlier load's delta table %s: %w", d.Namespace, d.Name, clickhouse.QuoteQualified(target), err)
+	}
+	o.log.Infof("%s.%s: dropped %s, an earlier load's delta table, before its new load", d.Namespace, d.Name, clickhouse.QuoteQualified(target))
+	return clickhouse.CHTable{}, nil
 }
 
 // evictRetained: a retained table of a relation dropped on the source, or

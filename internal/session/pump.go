@@ -112,6 +112,10 @@ type PumpConfig struct {
 	SegmentSize uint32
 	// MaxBatchRecords seals a batch at this many records (default 1024).
 	MaxBatchRecords int
+	// MaxBatchAge seals a batch this long after its first record (default
+	// 200 ms): under a steady load the WAL never pauses for the idle
+	// hand-over, and a batch would wait to fill.
+	MaxBatchAge time.Duration
 	// HoldTimeout bounds each boundary hold once its batch is handed over:
 	// the shadow must apply the boundary, the capture run and the batch be
 	// released within it. Handing the batch to a slow processor does not
@@ -145,13 +149,15 @@ type PumpConfig struct {
 // the shadow and the archive; original records out in batches, a boundary
 // always ending its batch and holding publication until released.
 type Pump struct {
-	cfg     PumpConfig
-	reader  *wal.StreamReader
-	wire    *wireBuffer
-	decider Decider
-	shadow  ShadowFeed
-	sink    SegmentSink
-	out     chan<- *Batch
+	cfg PumpConfig
+	// batchBorn: when the open batch got its first record (MaxBatchAge).
+	batchBorn time.Time
+	reader    *wal.StreamReader
+	wire      *wireBuffer
+	decider   Decider
+	shadow    ShadowFeed
+	sink      SegmentSink
+	out       chan<- *Batch
 
 	start     wal.LSN // where the pump began (a segment start)
 	decided   wal.LSN // every record before this LSN is decided
@@ -195,6 +201,9 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 	}
 	if cfg.HoldTimeout <= 0 {
 		cfg.HoldTimeout = 30 * time.Second
+	}
+	if cfg.MaxBatchAge <= 0 {
+		cfg.MaxBatchAge = 200 * time.Millisecond
 	}
 	r, err := wal.NewStreamReader(start, wal.StreamOptions{SegmentSize: cfg.SegmentSize})
 	if err != nil {
@@ -257,9 +266,18 @@ func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 			return err
 		}
 	}
-	err := p.publish()
+	if err := p.publish(); err != nil {
+		p.publishSnap()
+		return err
+	}
+	// Once per chunk, not per record: a backlog fills its batches long
+	// before they age.
+	if p.batch != nil && time.Since(p.batchBorn) >= p.cfg.MaxBatchAge {
+		// flush publishes the snapshot.
+		return p.flush(ctx)
+	}
 	p.publishSnap()
-	return err
+	return nil
 }
 
 func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
@@ -287,6 +305,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	if d.ToDecoder || d.Boundary != nil {
 		if p.batch == nil {
 			p.batch = &Batch{First: rec.LSN}
+			p.batchBorn = time.Now()
 		}
 		p.batch.Items = append(p.batch.Items, Item{Record: rec.Clone(), Decision: d})
 		p.stats.DecoderRecords++

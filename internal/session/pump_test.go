@@ -298,3 +298,46 @@ func TestPumpHandOverOutlastsHoldTimeout(t *testing.T) {
 		}
 	}
 }
+
+// heapOnlyDecider hands heap records to the decoder and makes no boundary.
+type heapOnlyDecider struct{ fakeDecider }
+
+func (heapOnlyDecider) Decide(rec *wal.Record) (Decision, error) {
+	if rec.Header.RmID == wal.RmgrHeap || rec.Header.RmID == wal.RmgrHeap2 {
+		return Decision{ToDecoder: true}, nil
+	}
+	return Decision{}, nil
+}
+
+// TestPumpMaxBatchAge: a batch far from MaxBatchRecords is handed over at
+// the end of the chunk that finds it older than MaxBatchAge, and kept
+// while it is younger.
+func TestPumpMaxBatchAge(t *testing.T) {
+	all, start := fixture(t)
+	const chunk = 64 << 10
+	for _, c := range []struct {
+		age  time.Duration
+		want bool
+	}{{time.Hour, false}, {time.Nanosecond, true}} {
+		out := make(chan *Batch, 100)
+		p, err := NewPump(start, PumpConfig{SegmentSize: 1 << 20, MaxBatchRecords: 1 << 30, MaxBatchAge: c.age, SelfRelease: true}, heapOnlyDecider{},
+			&fakeShadow{start: start, t: t}, &memSink{segs: map[wal.LSN][]byte{}}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Feed(context.Background(), all[:chunk]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Feed(context.Background(), all[chunk:2*chunk]); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(out) > 0; got != c.want {
+			t.Errorf("MaxBatchAge %v: a batch handed over %v, want %v (%d pump records)", c.age, got, c.want, p.Stats().DecoderRecords)
+		}
+		if c.want && len(out) > 0 {
+			if b := <-out; len(b.Items) == 0 {
+				t.Errorf("MaxBatchAge %v: an empty batch", c.age)
+			}
+		}
+	}
+}

@@ -452,6 +452,7 @@ func (s *Session) start(ctx context.Context) error {
 		StartPrefix:     prefix,
 		SegmentSize:     p.segSize,
 		MaxBatchRecords: s.cfg.MaxBatchRecords,
+		MaxBatchAge:     s.cfg.MaxBatchAge,
 		HoldTimeout:     s.cfg.HoldTimeout,
 		SelfRelease:     s.SelfRelease,
 		Capture:         s.pumpCapture(p),
