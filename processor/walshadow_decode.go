@@ -203,7 +203,8 @@ type decodeProcessor struct {
 	preflown   bool
 	layout     *wal.Layout
 	layoutFrom int
-	text       textCache
+	text       textCache   // the schema events'
+	rowText    []textCache // the rows', one per pool worker
 }
 
 func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {
