@@ -29,6 +29,7 @@ const (
 	FieldStatusInterval  = "status_interval"
 	FieldMaxBatchRecords = "max_batch_records"
 	FieldMaxBatchAge     = "max_batch_age"
+	FieldMaxPending      = "max_pending_bytes"
 	FieldRetention       = "archive_retention_bytes"
 	FieldSlowThreshold   = "walsender_slow_threshold_bytes"
 	FieldXactBuffer      = "transaction_buffer_bytes"
@@ -54,6 +55,7 @@ type Session struct {
 	StatusInterval  time.Duration
 	MaxBatchRecords int
 	MaxBatchAge     time.Duration
+	MaxPendingBytes int64
 	RetentionBytes  int64
 	SlowThreshold   int64
 	XactBufferBytes int64
@@ -131,6 +133,9 @@ The `+"`pg_physical_wal`"+` input names the session by its label.`).
 			service.NewDurationField(FieldMaxBatchAge).
 				Description("Longest a committed change waits for its batch to fill: under a steady load the WAL never pauses, and a batch is handed on this long after its first record, full or not (so rows are visible in ClickHouse a little after this). Lower: rows visible sooner, more (smaller) ClickHouse inserts and merges, one insert per table per batch; higher: fewer parts. docs/performance.md has the measured trade-off.").
 				Default("200ms").Advanced(),
+			service.NewIntField(FieldMaxPending).
+				Description("Most WAL record bytes handed downstream and not yet acknowledged by the output; past it the input waits. Every record in flight is held decoded (its rows, their messages) until ClickHouse has it, about 40 times its WAL size, so this bounds the process's memory on a backlog. One batch always goes out, however large.").
+				Default(2<<20).Advanced(),
 			service.NewIntField(FieldRetention).
 				Description("Filtered WAL kept in the archive behind the shadow's replay position, in bytes.").
 				Default(256<<20).Advanced(),
@@ -174,6 +179,12 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 	get(func() (e error) { s.MaxBatchAge, e = conf.FieldDuration(FieldMaxBatchAge); return })
 	get(func() (e error) {
 		var n int
+		n, e = conf.FieldInt(FieldMaxPending)
+		s.MaxPendingBytes = int64(n)
+		return
+	})
+	get(func() (e error) {
+		var n int
 		n, e = conf.FieldInt(FieldRetention)
 		s.RetentionBytes = int64(n)
 		return
@@ -215,6 +226,8 @@ func ParseSession(conf *service.ParsedConfig) (s Session, err error) {
 		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchRecords)
 	case s.MaxBatchAge <= 0:
 		return s, fmt.Errorf("%s: must be positive", FieldMaxBatchAge)
+	case s.MaxPendingBytes <= 0:
+		return s, fmt.Errorf("%s: must be positive", FieldMaxPending)
 	case s.XactBufferBytes < 1<<20:
 		return s, fmt.Errorf("%s: %d is below the 1 MiB minimum", FieldXactBuffer, s.XactBufferBytes)
 	case s.ShadowPort <= 0 || s.ShadowPort > 65535:

@@ -139,27 +139,7 @@ func TestReloadInterruptedBeforeAgreement(t *testing.T) {
 	r.waitCH(t, run, liveCountSQL("public", "ri"), "50", ddlWait)
 	run.stop(t)
 
-	oid := uint32(r.src.QueryInt(t, "SELECT 'public.ri'::regclass::oid::int8"))
-	dir := filepath.Join(r.stateDir, "clickhouse")
-	st, err := clickhouse.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := st.Get(oid)
-	if a == nil {
-		t.Fatal("public.ri has no agreement")
-	}
-	ledger, err := load.OpenLedger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What planReload has written when the crash comes.
-	tbl := a.Target.Table
-	if err := ledger.Put(load.Entry{Oid: oid, Schema: "public", Table: "ri", Mode: load.ModeCopy, Phase: load.PhaseLoading,
-		Database: a.Target.Database, Target: tbl, Staging: fmt.Sprintf("%s__wsload_%d", tbl, oid), Old: fmt.Sprintf("%s__wsstale_%d", tbl, oid),
-		StaleDatabase: a.Target.Database, Stale: tbl, Reason: "changed at 0/0: the test's interrupted reload"}); err != nil {
-		t.Fatal(err)
-	}
+	interruptReload(t, r, "ri")
 	// Meanwhile every row moves, some change, some go.
 	r.src.Exec(t, `UPDATE ri SET b = b || 'x' WHERE a % 2 = 0`)
 	r.src.Exec(t, `VACUUM FULL ri`)
@@ -192,30 +172,12 @@ func TestReloadOverLeftoverDeltaTable(t *testing.T) {
 	r.waitCH(t, run, liveCountSQL("public", "rd"), "50", ddlWait)
 	run.stop(t)
 
-	oid := uint32(r.src.QueryInt(t, "SELECT 'public.rd'::regclass::oid::int8"))
-	dir := filepath.Join(r.stateDir, "clickhouse")
-	st, err := clickhouse.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := st.Get(oid)
-	if a == nil {
-		t.Fatal("public.rd has no agreement")
-	}
-	ledger, err := load.OpenLedger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A reload interrupted before its agreement moved (as in
 	// TestReloadInterruptedBeforeAgreement), over an abandoned delta table
 	// whose column b has another type and which holds a row the source
 	// never had.
+	a, oid := interruptReload(t, r, "rd")
 	tbl := a.Target.Table
-	if err := ledger.Put(load.Entry{Oid: oid, Schema: "public", Table: "rd", Mode: load.ModeCopy, Phase: load.PhaseLoading,
-		Database: a.Target.Database, Target: tbl, Staging: load.StagingName(tbl, oid), Old: load.StaleName(tbl, oid),
-		StaleDatabase: a.Target.Database, Stale: tbl, Reason: "changed at 0/0: the test's interrupted reload"}); err != nil {
-		t.Fatal(err)
-	}
 	delta := clickhouse.Target{Database: a.Target.Database, Table: load.DeltaName(tbl, oid)}
 	r.ch.HTTPQuery(t, fmt.Sprintf("CREATE TABLE %s AS %s", clickhouse.QuoteQualified(delta), clickhouse.QuoteQualified(a.Target)))
 	r.ch.HTTPQuery(t, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN b Nullable(Int64)", clickhouse.QuoteQualified(delta)))
@@ -233,4 +195,32 @@ func TestReloadOverLeftoverDeltaTable(t *testing.T) {
 	}
 	run.stop(t)
 	r.compareAll(t)
+}
+
+// interruptReload writes what planReload has written when a crash comes
+// after its first step: the load of public.<table> recorded in the ledger,
+// the table's agreement (returned, with the relation's oid) not yet let go.
+func interruptReload(t *testing.T, r *rig, table string) (*clickhouse.Agreed, uint32) {
+	t.Helper()
+	oid := uint32(r.src.QueryInt(t, "SELECT 'public."+table+"'::regclass::oid::int8"))
+	dir := filepath.Join(r.stateDir, "clickhouse")
+	st, err := clickhouse.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.Get(oid)
+	if a == nil {
+		t.Fatalf("public.%s has no agreement", table)
+	}
+	ledger, err := load.OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := a.Target.Table
+	if err := ledger.Put(load.Entry{Oid: oid, Schema: "public", Table: table, Mode: load.ModeCopy, Phase: load.PhaseLoading,
+		Database: a.Target.Database, Target: tbl, Staging: load.StagingName(tbl, oid), Old: load.StaleName(tbl, oid),
+		StaleDatabase: a.Target.Database, Stale: tbl, Reason: "changed at 0/0: the test's interrupted reload"}); err != nil {
+		t.Fatal(err)
+	}
+	return a, oid
 }

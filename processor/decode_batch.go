@@ -44,13 +44,73 @@ type placedEvent struct {
 	msg    *service.Message
 }
 
+// txSegment is one transaction's part of a batch: its records, decoded
+// by the pool, and the schema events that go out before its rows.
+type txSegment struct {
+	seg    decode.Segment
+	meta   *txMeta
+	events []*service.Message
+}
+
+// decodeBatch decodes one input batch in three steps: the records are cut
+// into transactions (capturing each catalog boundary in order, which may
+// wait for the shadow), the transactions decode on the pool's workers,
+// and their rows are read back in commit order.
 func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.MessageBatch, epoch, seq uint64) (service.MessageBatch, error) {
 	if !p.preflown {
 		p.preflown = true
 		p.preflight()
 	}
-	out := &batchOut{rows: p.rows[:0], epoch: epoch, seq: seq}
-	var rec wal.Record
+	segs, err := p.segments(ctx, batch, epoch, seq)
+	if err != nil {
+		return nil, err
+	}
+	work := make([]*decode.Segment, len(segs))
+	for i, s := range segs {
+		work[i] = &s.seg
+	}
+	p.pool.Decode(work)
+	out := &batchOut{rows: p.rows[:0], rowTx: p.rowTx[:0], epoch: epoch, seq: seq}
+	for _, s := range segs {
+		for _, m := range s.events {
+			out.events = append(out.events, placedEvent{before: len(out.rows), msg: m})
+		}
+		if err := s.seg.Err; err != nil {
+			if s.seg.RecordErr {
+				return nil, err
+			}
+			return nil, fmt.Errorf("transaction %d (commit %s): %w", s.meta.topXID, s.meta.commitLSN, err)
+		}
+		out.rows = append(out.rows, s.seg.Rows...)
+		for range s.seg.Rows {
+			out.rowTx = append(out.rowTx, s.meta)
+		}
+		if s.seg.Finish {
+			p.m.observeTx(s.seg.Tx.Stats())
+			p.m.transactions.Incr(1)
+		}
+	}
+	if err := p.renderPending(ctx, out); err != nil {
+		return nil, err
+	}
+	msgs := p.messages(out)
+	clear(out.rows) // do not pin the rows' values until the next batch
+	clear(out.rowTx)
+	p.rows, p.rowTx = out.rows[:0], out.rowTx[:0]
+	return msgs, nil
+}
+
+// segments cuts a batch into its transactions' segments, in order: a
+// transaction begins at its commit record (its boundary captured then),
+// and the one in progress when the batch ends goes on in the next.
+func (p *decodeProcessor) segments(ctx context.Context, batch service.MessageBatch, epoch, seq uint64) ([]*txSegment, error) {
+	var segs []*txSegment
+	var cur *txSegment
+	open := func() {
+		meta := p.txMeta // a copy: the processor's changes with the next transaction
+		cur = &txSegment{seg: decode.Segment{Tx: p.tx}, meta: &meta}
+		segs = append(segs, cur)
+	}
 	for _, m := range batch {
 		r, err := msg.RecordOf(m)
 		if err != nil {
@@ -65,58 +125,31 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 			return nil, err
 		}
 		if pos.lsn == pos.commitLSN {
-			if err := p.beginTx(ctx, m, r, pos, out); err != nil {
+			events, err := p.beginTx(ctx, m, r, pos, epoch, seq)
+			if err != nil {
 				return nil, err
 			}
+			open()
+			cur.events = events
 		} else {
 			if p.tx == nil {
 				return nil, fmt.Errorf("record at %s (commit %s) arrived without its commit record first", pos.lsn, pos.commitLSN)
+			}
+			if cur == nil {
+				open() // the transaction the previous batch left open
 			}
 			raw, err := m.AsBytes()
 			if err != nil {
 				return nil, err
 			}
-			if err := wal.DecodeRecord(raw, pos.lsn, layout, &rec); err != nil {
-				return nil, fmt.Errorf("decoding the record at %s: %w", pos.lsn, err)
-			}
-			rec.Next = pos.next
-			n := len(out.rows)
-			out.rows, err = p.tx.Add(out.rows, &rec, r.Deferred)
-			if err != nil {
-				return nil, fmt.Errorf("transaction %d (commit %s): %w", p.txMeta.topXID, p.txMeta.commitLSN, err)
-			}
-			out.tagRows(n, &p.txMeta)
+			cur.seg.Records = append(cur.seg.Records, decode.SegmentRecord{Raw: raw, LSN: pos.lsn, Next: pos.next, Layout: layout, Deferred: r.Deferred})
 		}
 		if r.Last {
-			n := len(out.rows)
-			var err error
-			out.rows, err = p.tx.Finish(out.rows)
-			if err != nil {
-				return nil, fmt.Errorf("transaction %d (commit %s): %w", p.txMeta.topXID, p.txMeta.commitLSN, err)
-			}
-			out.tagRows(n, &p.txMeta)
-			p.m.observeTx(p.tx.Stats())
-			p.m.transactions.Incr(1)
-			p.tx = nil
+			cur.seg.Finish = true
+			p.tx, cur = nil, nil
 		}
 	}
-	if err := p.renderPending(ctx, out); err != nil {
-		return nil, err
-	}
-	p.rows = out.rows[:0]
-	return p.messages(out), nil
-}
-
-// tagRows attributes rows appended from index n to tx (copied: the
-// processor's txMeta changes with the next transaction).
-func (o *batchOut) tagRows(n int, tx *txMeta) {
-	if n == len(o.rows) {
-		return
-	}
-	cp := *tx
-	for range o.rows[n:] {
-		o.rowTx = append(o.rowTx, &cp)
-	}
+	return segs, nil
 }
 
 type position struct {
@@ -135,20 +168,21 @@ func (p *decodeProcessor) layoutFor(major int) (*wal.Layout, error) {
 }
 
 // beginTx starts a transaction at its commit record: a catalog boundary is
-// captured (its schema events go out first), then rows decode.
-func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *msg.Record, pos position, out *batchOut) error {
+// captured, and its schema events (returned) go out before the rows.
+func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *msg.Record, pos position, epoch, seq uint64) ([]*service.Message, error) {
 	xid := r.Tx.TopXID
 	if p.tx != nil {
-		return fmt.Errorf("transaction %d (commit %s) began before transaction %d (commit %s) ended",
+		return nil, fmt.Errorf("transaction %d (commit %s) began before transaction %d (commit %s) ended",
 			xid, pos.commitLSN, p.txMeta.topXID, p.txMeta.commitLSN)
 	}
 	p.txMeta = txMeta{topXID: xid, commitLSN: pos.commitLSN, commitNext: pos.commitNext, commitTime: r.Tx.CommitTime,
 		tx: r.Tx, commitLSNText: pos.commitLSN.String()}
+	var out []*service.Message
 	if _, ok := m.MetaGetMut(msg.KeyBoundary); ok {
 		start := time.Now()
 		events, err := p.sess.BoundaryEvents(ctx, pos.next)
 		if err != nil {
-			return fmt.Errorf("reading the catalog boundary at %s: %w", pos.next, err)
+			return nil, fmt.Errorf("reading the catalog boundary at %s: %w", pos.next, err)
 		}
 		p.m.boundaryWait.Incr(time.Since(start).Nanoseconds())
 		p.log.Debugf("catalog boundary at %s (transaction %d): %d schema events", pos.next, xid, len(events))
@@ -158,20 +192,20 @@ func (p *decodeProcessor) beginTx(ctx context.Context, m *service.Message, r *ms
 			if d := events[i].Desc; d == nil || d.Kind != 'r' && d.Kind != 'p' {
 				continue
 			}
-			out.events = append(out.events, placedEvent{before: len(out.rows), msg: p.eventMessage(&events[i], out.epoch, out.seq)})
+			out = append(out, p.eventMessage(&events[i], epoch, seq))
 			p.warnIdentity(events[i].Desc)
 		}
 	}
 	log := p.sess.DescLog()
 	if log == nil {
-		return fmt.Errorf("transaction %d (commit %s): the session has no descriptor log", xid, pos.commitLSN)
+		return nil, fmt.Errorf("transaction %d (commit %s): the session has no descriptor log", xid, pos.commitLSN)
 	}
 	// The session captures boundaries as the shadow reaches them, ahead of
 	// this transaction's decoding: it reads the log as it stood at its own
 	// commit, exactly what an in-order capture would have shown it.
 	p.tx = decode.NewTx(log.AsOf(pos.commitNext), decode.Commit{TopXID: uint32(xid), LSN: pos.commitLSN, NextLSN: pos.commitNext,
 		Time: r.Tx.CommitTime, DbOid: log.Identity().DbOid}, p.opts)
-	return nil
+	return out, nil
 }
 
 // preflight reports, once, the tables without a usable replica identity:

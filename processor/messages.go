@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"sync"
+
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/internal/decode"
@@ -43,32 +45,42 @@ const (
 )
 
 // messages builds the output of one batch, events placed before the rows
-// decoded after them.
+// decoded after them. The rows' messages are built on the pool's workers,
+// each over a contiguous run of rows with its own text cache.
 func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
-	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
+	rowMsgs := make([]*service.Message, len(o.rows))
 	changes := make([]msg.Change, len(o.rows))
-	ev, index := 0, 0
-	for i := range o.rows {
+	// The change's position among the changes of its WAL record (a
+	// multi-insert's tuples, an update's delete and insert halves): a
+	// record is decoded whole within one batch, so a replay numbers them
+	// the same.
+	for i := 1; i < len(o.rows); i++ {
+		if o.rows[i-1].LSN == o.rows[i].LSN {
+			changes[i].RecordIndex = changes[i-1].RecordIndex + 1
+		}
+	}
+	if len(p.rowText) < p.pool.Workers() {
+		p.rowText = make([]textCache, p.pool.Workers())
+	}
+	parallelRuns(len(o.rows), p.pool.Workers(), func(w, from, to int) {
+		text := &p.rowText[w]
+		for i := from; i < to; i++ {
+			c := &changes[i]
+			// The delete of the old key and the update that follows it: a
+			// consumer carries the update's unchanged TOAST columns over from
+			// the deleted row (PostgreSQL logged only the old key).
+			c.KeyChanged = keyChange(o.rows, i)
+			rowMsgs[i] = p.rowMessage(text, &o.rows[i], o.rowTx[i], c, o.epoch, o.seq)
+		}
+	})
+	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
+	ev := 0
+	for i, m := range rowMsgs {
 		for ev < len(o.events) && o.events[ev].before <= i {
 			out = append(out, o.events[ev].msg)
 			ev++
 		}
-		// The change's position among the changes of its WAL record (a
-		// multi-insert's tuples, an update's delete and insert halves): a
-		// record is decoded whole within one batch, so a replay numbers
-		// them the same.
-		if i > 0 && o.rows[i-1].LSN == o.rows[i].LSN {
-			index++
-		} else {
-			index = 0
-		}
-		c := &changes[i]
-		c.RecordIndex = index
-		// The delete of the old key and the update that follows it: a
-		// consumer carries the update's unchanged TOAST columns over from
-		// the deleted row (PostgreSQL logged only the old key).
-		c.KeyChanged = keyChange(o.rows, i)
-		out = append(out, p.rowMessage(&o.rows[i], o.rowTx[i], c, o.epoch, o.seq))
+		out = append(out, m)
 	}
 	for ; ev < len(o.events); ev++ {
 		out = append(out, o.events[ev].msg)
@@ -87,6 +99,29 @@ func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
 		}
 	}
 	return out
+}
+
+// parallelMinRows: fewer rows than this are built on the caller's
+// goroutine.
+const parallelMinRows = 512
+
+// parallelRuns calls fn over [0, n) cut into at most workers contiguous
+// runs, concurrently, and returns when all are done; w numbers the run.
+func parallelRuns(n, workers int, fn func(w, from, to int)) {
+	if workers <= 1 || n < parallelMinRows {
+		fn(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		from, to := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(w, from, to)
+		}()
+	}
+	wg.Wait()
 }
 
 // keyChange tells the two halves of a key-changing update: a delete and an
@@ -117,9 +152,9 @@ func opName(op decode.Op) string {
 // rowMessage is a row change's message (a failure's when r failed): the
 // columns as a structured payload, c (filled here) as its typed metadata,
 // and the routing strings.
-func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Change, epoch, seq uint64) *service.Message {
+func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *txMeta, c *msg.Change, epoch, seq uint64) *service.Message {
 	m := service.NewMessage(nil)
-	rm := p.text.relation(r.Desc)
+	rm := text.relation(r.Desc)
 	c.Op = opName(r.Op)
 	c.Rel = rm.rel
 	c.LSN, c.Tx, c.DescVersion, c.Epoch, c.Seq = r.LSN, tx.tx, r.DescFrom, epoch, seq
@@ -162,7 +197,7 @@ func (p *decodeProcessor) rowMessage(r *decode.RowChange, tx *txMeta, c *msg.Cha
 		}
 		m.MetaSetMut(MetaSchema, rm.schema)
 		m.MetaSetMut(MetaTable, rm.table)
-		m.MetaSetMut(MetaLSN, p.text.lsn(r.LSN))
+		m.MetaSetMut(MetaLSN, text.lsn(r.LSN))
 		m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
 	}
 	return m

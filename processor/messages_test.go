@@ -2,7 +2,9 @@ package processor
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +123,76 @@ func TestFailMessage(t *testing.T) {
 	payload, err := msgs[0].AsStructured()
 	if m, ok := payload.(map[string]any); err != nil || !ok || len(m) != 0 {
 		t.Errorf("payload %v (%v), want {}", payload, err)
+	}
+}
+
+// TestMessagesOnWorkers: a batch's row messages built over several workers
+// are the ones a single worker builds, in the same order, events in their
+// places, record indexes counted across the runs' cuts (a multi-insert of
+// many tuples spans them) and key-change halves told on both sides of one.
+func TestMessagesOnWorkers(t *testing.T) {
+	a, b := testDesc(16400, "a", true), testDesc(16410, "b", false)
+	build := func() *batchOut {
+		o := &batchOut{epoch: 3, seq: 9}
+		tx := testTx(0x9000)
+		lsn := wal.LSN(0x1000)
+		add := func(op decode.Op, d *desclog.Descriptor, id int64) {
+			o.rows = append(o.rows, decode.RowChange{Op: op, LSN: lsn, Desc: d, DescFrom: 0x100,
+				Fields: []decode.Field{{Col: &d.Columns[0], Value: id}, {Col: &d.Columns[1], Value: "v"}}, TID: decode.TID{Block: 1, Off: uint16(len(o.rows))}, Filenode: d.Rfn.RelNum})
+			o.rowTx = append(o.rowTx, tx)
+		}
+		for i := 0; i < 3000; i++ {
+			switch {
+			case i%700 < 400: // a multi-insert of 400 tuples, cut by the runs
+				add(decode.OpInsert, a, int64(i))
+				if i%700 == 399 {
+					lsn += 0x100
+				}
+			case i%2 == 0: // a key change: delete then update at one LSN
+				add(decode.OpDelete, a, int64(i))
+				add(decode.OpUpdate, a, int64(i+1))
+				lsn += 0x100
+			default:
+				add(decode.OpInsert, b, int64(i))
+				lsn += 0x100
+			}
+		}
+		for _, at := range []int{0, 1000, 2047, len(o.rows)} {
+			o.events = append(o.events, placedEvent{before: at, msg: service.NewMessage([]byte("event"))})
+		}
+		return o
+	}
+	render := func(workers int) []string {
+		p := newDecodeProcessor(nil, service.MockResources(), decode.TxOptions{})
+		p.pool = decode.NewPool(workers)
+		var out []string
+		for _, m := range p.messages(build()) {
+			if c, err := msg.ChangeOf(m); err == nil {
+				s, _ := m.AsStructured()
+				out = append(out, fmt.Sprintf("%s %s idx=%d kc=%v tid=%v seq=%d %v %v", c.Op, c.LSN, c.RecordIndex, c.KeyChanged, c.TID, c.Seq, s, stringMeta(m)))
+			} else {
+				b, _ := m.AsBytes()
+				out = append(out, string(b))
+			}
+		}
+		return out
+	}
+	want := render(1)
+	if len(want) < 3000 {
+		t.Fatalf("%d messages", len(want))
+	}
+	for _, n := range []int{2, 3, 8} {
+		got := render(n)
+		if len(got) != len(want) {
+			t.Fatalf("%d workers: %d messages, want %d", n, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%d workers, message %d:\n got  %s\n want %s", n, i, got[i], want[i])
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(want, "\n"), "idx=399 ") {
+		t.Errorf("no record index counted across a cut: %v", want[395:401])
 	}
 }

@@ -197,19 +197,24 @@ type decodeProcessor struct {
 	// Decoding state of the transaction in progress (under the turn).
 	tx         *decode.Tx
 	txMeta     txMeta
+	pool       *decode.Pool
 	rows       []decode.RowChange
+	rowTx      []*txMeta
 	preflown   bool
 	layout     *wal.Layout
 	layoutFrom int
-	text       textCache
+	text       textCache   // the schema events'
+	rowText    []textCache // the rows', one per pool worker
 }
 
 func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {
 	if opts.Arena == nil {
-		opts.Arena = new(decode.Arena) // transactions decode one at a time, under the turn
+		// A transaction decodes into its pool worker's arena; this one
+		// only spares NewTx an arena of its own.
+		opts.Arena = new(decode.Arena)
 	}
 	return &decodeProcessor{sess: sess, log: mgr.Logger(), m: newDecodeMetrics(mgr.Metrics()), opts: opts,
-		changed: make(chan struct{})}
+		pool: decode.NewPool(0), changed: make(chan struct{})}
 }
 
 // errRedelivered: Benthos delivered a batch again after a nack. The

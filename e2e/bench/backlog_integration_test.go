@@ -58,14 +58,49 @@ func profileChild(path string) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childProfileEnv, err)
 		os.Exit(2)
 	}
+	stop := make(chan struct{})
+	go heapAtPeak(strings.TrimSuffix(path, ".cpu.pprof")+".heap.pprof", stop)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
 	go func() {
 		<-sig
+		close(stop)
 		pprof.StopCPUProfile()
 		f.Close()
 		_ = os.WriteFile(path+".done", nil, 0o600)
 	}()
+}
+
+// heapAtPeak writes this process's heap profile to path each time its
+// resident set reaches a new high (sampled every 100 ms), so the file
+// left says what held the memory at the peak.
+func heapAtPeak(path string, stop <-chan struct{}) {
+	var peak int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		b, err := os.ReadFile("/proc/self/statm")
+		if err != nil {
+			return
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return
+		}
+		pages, _ := strconv.ParseInt(f[1], 10, 64)
+		if rss := pages * int64(os.Getpagesize()); rss > peak+peak/20 {
+			peak = rss
+			if out, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(out, 0)
+				out.Close()
+			}
+		}
+	}
 }
 
 const (
@@ -434,7 +469,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 		}
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if _, err := os.Stat(profile + ".done"); err == nil {
-				b.Logf("walshadow's CPU profile over the backlog: %s (go tool pprof -top %s)", profile, profile)
+				b.Logf("walshadow's CPU profile over the backlog: %s (go tool pprof -top %s); its heap at the peak resident set: %s", profile, profile, strings.TrimSuffix(profile, ".cpu.pprof")+".heap.pprof")
 				break
 			}
 		}

@@ -44,7 +44,9 @@
 // compare settings in the same command.
 //
 // WALSHADOW_BENCH_PPROF=<dir> makes the timed walshadow run write a CPU
-// profile of itself over the backlog to <dir>/walshadow-backlog.cpu.pprof.
+// profile of itself over the backlog to <dir>/walshadow-backlog.cpu.pprof,
+// and its heap profile at its peak resident set to
+// <dir>/walshadow-backlog.heap.pprof.
 //
 // BenchmarkCommitToVisible (go tool task bench:latency) measures how soon
 // a committed row is readable in ClickHouse while walshadow follows a live

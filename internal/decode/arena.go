@@ -21,6 +21,12 @@ type arena struct {
 	strs   []string
 	times  []time.Time
 	fields []Field
+
+	// Scratch of one record's decoding, reused by every transaction
+	// decoded from this arena (one goroutine's): a transaction of a few
+	// rows would otherwise grow its own each time.
+	datums         []Datum
+	rawNew, rawOld [][]byte
 }
 
 const (

@@ -86,6 +86,16 @@
 // logical), and a relation the descriptor log cannot answer for at the
 // commit.
 //
+// # On every core
+//
+// Pool decodes a batch of committed transactions on GOMAXPROCS workers: a
+// Segment is one transaction's records within the batch (a transaction
+// spanning batches has one per batch, with the same Tx), the segments are
+// shared out in contiguous runs, and each worker decodes its run in order
+// into its own arena. Transactions share nothing they write (the catalog
+// answers from immutable snapshots), so the rows read back segment by
+// segment are exactly one worker's, in commit order.
+//
 // Damage in the input (lengths past the end, bad headers) is an error naming
 // the column and offset; nothing panics on any input (fuzz targets cover
 // Deform, ParseVarlena, Render, Value, MissingValue and Tx.Add).

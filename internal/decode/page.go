@@ -103,17 +103,17 @@ func (p *PageRows) Stats() PageRowsStats {
 func (p *PageRows) AddToastChunk(toastDesc *desclog.Descriptor, tup wal.HeapTuple) error {
 	t := p.tx
 	var err error
-	t.datums, err = Deform(toastDesc, tup, t.datums)
+	t.arena.datums, err = Deform(toastDesc, tup, t.arena.datums)
 	if err != nil {
 		return fmt.Errorf("TOAST chunk: %w", err)
 	}
-	if len(t.datums) != 3 || t.datums[0].Null || t.datums[1].Null || t.datums[2].Null ||
-		len(t.datums[0].Raw) != 4 || len(t.datums[1].Raw) != 4 {
+	if len(t.arena.datums) != 3 || t.arena.datums[0].Null || t.arena.datums[1].Null || t.arena.datums[2].Null ||
+		len(t.arena.datums[0].Raw) != 4 || len(t.arena.datums[1].Raw) != 4 {
 		return fmt.Errorf("TOAST relation %s: chunk tuple is not (chunk_id oid, chunk_seq int4, chunk_data bytea)", relName(toastDesc))
 	}
-	id := binary.LittleEndian.Uint32(t.datums[0].Raw)
-	seq := int32(binary.LittleEndian.Uint32(t.datums[1].Raw))
-	v, err := ParseVarlena(t.datums[2].Raw)
+	id := binary.LittleEndian.Uint32(t.arena.datums[0].Raw)
+	seq := int32(binary.LittleEndian.Uint32(t.arena.datums[1].Raw))
+	v, err := ParseVarlena(t.arena.datums[2].Raw)
 	if err != nil || (v.Kind != VarlenaShort && v.Kind != VarlenaPlain) {
 		return fmt.Errorf("TOAST relation %s value %d chunk %d: chunk_data is not an inline uncompressed varlena (%v)", relName(toastDesc), id, seq, err)
 	}
@@ -155,9 +155,9 @@ func (p *PageRows) Row(desc *desclog.Descriptor, descFrom wal.LSN, tup wal.HeapT
 			return RowChange{}, needChunks, err
 		}
 	}
-	fields, raws, err := t.tupleFields(desc, tup, lsn, roleInsert, t.rawNew[:0])
-	t.rawNew = raws
-	clear(t.rawNew[:cap(t.rawNew)]) // do not pin the page or values
+	fields, raws, err := t.tupleFields(desc, tup, lsn, roleInsert, t.arena.rawNew[:0])
+	t.arena.rawNew = raws
+	clear(t.arena.rawNew[:cap(t.arena.rawNew)]) // do not pin the page or values
 	t.resetToast()
 	if err != nil {
 		return RowChange{}, false, err
@@ -171,12 +171,12 @@ func (p *PageRows) Row(desc *desclog.Descriptor, descFrom wal.LSN, tup wal.HeapT
 // tupleFields expands them exactly as it does a transaction's.
 func (p *PageRows) stageToast(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN) (needChunks bool, err error) {
 	t := p.tx
-	t.datums, err = Deform(desc, tup, t.datums)
+	t.arena.datums, err = Deform(desc, tup, t.arena.datums)
 	if err != nil {
 		return false, fmt.Errorf("LSN %s: %w", lsn, err)
 	}
 	var ptrs []ToastPointer
-	for _, d := range t.datums {
+	for _, d := range t.arena.datums {
 		col := &desc.Columns[d.Column]
 		if d.Null || d.Missing != nil || col.Len != -1 {
 			continue
@@ -219,7 +219,7 @@ func (p *PageRows) stageToast(desc *desclog.Descriptor, tup wal.HeapTuple, lsn w
 			staged.appendChunk(tv.parts[s])
 		}
 		staged.next = int32(len(seqs))
-		t.toast[key] = staged
+		t.toastMap()[key] = staged
 		delete(p.chunks, key)
 		p.used[key] = struct{}{}
 		p.chunkBytes -= int64(tv.size)

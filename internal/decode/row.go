@@ -230,12 +230,12 @@ func relName(d *desclog.Descriptor) string {
 // The expanded datums may alias the record; Fields never do.
 func (t *Tx) tupleFields(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN, role tupleRole, raws [][]byte) ([]Field, [][]byte, error) {
 	var err error
-	t.datums, err = Deform(desc, tup, t.datums)
+	t.arena.datums, err = Deform(desc, tup, t.arena.datums)
 	if err != nil {
 		return nil, raws, fmt.Errorf("LSN %s, relation %s: %w", lsn, relName(desc), err)
 	}
-	fields := t.arena.fieldSlice(len(t.datums))
-	for i, d := range t.datums {
+	fields := t.arena.fieldSlice(len(t.arena.datums))
+	for i, d := range t.arena.datums {
 		col := &desc.Columns[d.Column]
 		f := &fields[i]
 		f.Col = col

@@ -56,30 +56,30 @@ type toastValue struct {
 // next reset), and the row that points at it fails its own relation.
 func (t *Tx) addChunk(desc *desclog.Descriptor, tup wal.HeapTuple, lsn wal.LSN) {
 	var err error
-	t.datums, err = Deform(desc, tup, t.datums)
+	t.arena.datums, err = Deform(desc, tup, t.arena.datums)
 	if err != nil {
 		t.breakToast(desc.Oid, fmt.Errorf("TOAST relation %s: chunk at LSN %s does not decode: %w", relName(desc), lsn, err))
 		return
 	}
-	if len(t.datums) != 3 || t.datums[0].Null || t.datums[1].Null || t.datums[2].Null ||
-		len(t.datums[0].Raw) != 4 || len(t.datums[1].Raw) != 4 {
+	if len(t.arena.datums) != 3 || t.arena.datums[0].Null || t.arena.datums[1].Null || t.arena.datums[2].Null ||
+		len(t.arena.datums[0].Raw) != 4 || len(t.arena.datums[1].Raw) != 4 {
 		t.breakToast(desc.Oid, fmt.Errorf("TOAST relation %s: chunk tuple at LSN %s is not (chunk_id oid, chunk_seq int4, chunk_data bytea)", relName(desc), lsn))
 		return
 	}
-	id := binary.LittleEndian.Uint32(t.datums[0].Raw)
-	seq := int32(binary.LittleEndian.Uint32(t.datums[1].Raw))
+	id := binary.LittleEndian.Uint32(t.arena.datums[0].Raw)
+	seq := int32(binary.LittleEndian.Uint32(t.arena.datums[1].Raw))
 	t.stats.ToastChunks++
 	key := toastKey{desc.Oid, id}
 	tv := t.toast[key]
 	if tv == nil {
 		tv = &toastValue{}
-		t.toast[key] = tv
+		t.toastMap()[key] = tv
 	}
 	t.toastChunks++
 	if tv.err != nil {
 		return
 	}
-	v, err := ParseVarlena(t.datums[2].Raw)
+	v, err := ParseVarlena(t.arena.datums[2].Raw)
 	switch {
 	case err != nil || (v.Kind != VarlenaShort && v.Kind != VarlenaPlain):
 		tv.err = fmt.Errorf("TOAST value %d of relation %s: chunk %d at LSN %s: chunk_data is not an inline uncompressed varlena (%v)", id, relName(desc), seq, lsn, err)

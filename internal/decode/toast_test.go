@@ -424,7 +424,7 @@ func FuzzToastExpand(f *testing.F) {
 			tv.next++
 			off += n
 		}
-		tx.toast[toastKey{20001, 7}] = tv
+		tx.toastMap()[toastKey{20001, 7}] = tv
 		ptr := externalPointer(rawSize, 0, 0, 7, 20001)
 		binary.LittleEndian.PutUint32(ptr[6:], extInfo)
 		p := ToastPointer{RawSize: rawSize, ExtInfo: extInfo}

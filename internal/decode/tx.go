@@ -27,10 +27,7 @@ type Tx struct {
 	opt    TxOptions
 	stats  TxStats
 
-	arena  *arena
-	datums []Datum
-	rawNew [][]byte
-	rawOld [][]byte
+	arena *arena // and the record scratch (datums, raw values)
 
 	toast       map[toastKey]*toastValue
 	toastChunks int64 // chunks collected since the last reset
@@ -72,7 +69,17 @@ func NewTx(cat Catalog, c Commit, opt TxOptions) *Tx {
 	if opt.Arena != nil {
 		a = &opt.Arena.a
 	}
-	return &Tx{cat: cat, commit: c, opt: opt, arena: a, toast: map[toastKey]*toastValue{}, spec: map[specKey]RowChange{}}
+	// The maps are made at their first use: most transactions have no
+	// TOAST chunk and no speculative insertion.
+	return &Tx{cat: cat, commit: c, opt: opt, arena: a}
+}
+
+// toastMap is the transaction's TOAST values, made at the first chunk.
+func (t *Tx) toastMap() map[toastKey]*toastValue {
+	if t.toast == nil {
+		t.toast = map[toastKey]*toastValue{}
+	}
+	return t.toast
 }
 
 // Stats returns the counters so far.
@@ -120,8 +127,8 @@ func (t *Tx) Finish(dst []RowChange) ([]RowChange, error) {
 		return dst, errFinished
 	}
 	t.finished = true
-	clear(t.rawNew[:cap(t.rawNew)]) // do not pin record or value buffers
-	clear(t.rawOld[:cap(t.rawOld)])
+	clear(t.arena.rawNew[:cap(t.arena.rawNew)]) // do not pin record or value buffers
+	clear(t.arena.rawOld[:cap(t.arena.rawOld)])
 	t.stats.SpeculativeDropped += int64(len(t.spec))
 	clear(t.spec)
 	t.resetToast()
@@ -336,8 +343,8 @@ func (t *Tx) addInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 		t.addChunk(r.desc, ins.Tuple, rec.LSN)
 		return dst, nil
 	}
-	fields, raws, err := t.tupleFields(r.desc, ins.Tuple, rec.LSN, roleInsert, t.rawNew[:0])
-	t.rawNew = raws
+	fields, raws, err := t.tupleFields(r.desc, ins.Tuple, rec.LSN, roleInsert, t.arena.rawNew[:0])
+	t.arena.rawNew = raws
 	t.resetToast()
 	if err != nil {
 		return t.fail(dst, r, rec.LSN, ins.Rel.RelNum, tid, err), nil
@@ -345,6 +352,9 @@ func (t *Tx) addInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	row := RowChange{Op: OpInsert, LSN: rec.LSN, Desc: r.desc, DescFrom: r.from, Fields: fields, TID: tid, Filenode: ins.Rel.RelNum}
 	if ins.IsSpeculative() {
 		// INSERT ... ON CONFLICT: final only once confirmed.
+		if t.spec == nil {
+			t.spec = map[specKey]RowChange{}
+		}
 		t.spec[specKey{ins.Rel, ins.Block, ins.OffNum}] = row
 		return dst, nil
 	}
@@ -387,8 +397,8 @@ func (t *Tx) addMultiInsert(dst []RowChange, rec *wal.Record, deferCat bool) ([]
 			continue
 		}
 		tid := TID{mi.Block, t.mit.OffNum}
-		fields, raws, err := t.tupleFields(r.desc, t.mit.Tuple, rec.LSN, roleInsert, t.rawNew[:0])
-		t.rawNew = raws
+		fields, raws, err := t.tupleFields(r.desc, t.mit.Tuple, rec.LSN, roleInsert, t.arena.rawNew[:0])
+		t.arena.rawNew = raws
 		if err != nil {
 			// The record's tuples stand or fall together.
 			t.stats.Inserts -= int64(len(dst) - start)
@@ -461,8 +471,8 @@ func (t *Tx) addDelete(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 		return t.fail(dst, r, rec.LSN, del.Rel.RelNum, tid, fmt.Errorf("DELETE at LSN %s on relation %s logs no old key although its replica identity (%s) has one: the descriptor does not match the record",
 			rec.LSN, relName(r.desc), identityWord(r.desc.ReplIdent))), nil
 	default:
-		fields, raws, err := t.tupleFields(r.desc, del.OldTuple, rec.LSN, roleOld, t.rawOld[:0])
-		t.rawOld = raws
+		fields, raws, err := t.tupleFields(r.desc, del.OldTuple, rec.LSN, roleOld, t.arena.rawOld[:0])
+		t.arena.rawOld = raws
 		if err != nil {
 			return t.fail(dst, r, rec.LSN, del.Rel.RelNum, tid, err), nil
 		}
@@ -518,7 +528,7 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 	}
 	keys, identity := identityKeys(r.desc)
 	var newF []Field
-	newF, t.rawNew, err = t.tupleFields(r.desc, upd.NewTuple, rec.LSN, roleUpdateNew, t.rawNew[:0])
+	newF, t.arena.rawNew, err = t.tupleFields(r.desc, upd.NewTuple, rec.LSN, roleUpdateNew, t.arena.rawNew[:0])
 	if err != nil {
 		t.resetToast()
 		return t.fail(dst, r, rec.LSN, filenode, tid, err), nil
@@ -528,7 +538,7 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 		t.stats.NoIdentity++
 	} else if upd.HasOldTuple {
 		var oldF []Field
-		oldF, t.rawOld, err = t.tupleFields(r.desc, upd.OldTuple, rec.LSN, roleOld, t.rawOld[:0])
+		oldF, t.arena.rawOld, err = t.tupleFields(r.desc, upd.OldTuple, rec.LSN, roleOld, t.arena.rawOld[:0])
 		if err != nil {
 			t.resetToast()
 			return t.fail(dst, r, rec.LSN, filenode, tid, err), nil
@@ -537,13 +547,13 @@ func (t *Tx) addUpdate(dst []RowChange, rec *wal.Record, deferCat bool) ([]RowCh
 		for i := range newF {
 			if newF[i].Omitted && !oldF[i].Null && !oldF[i].Omitted && (oldF[i].Value != nil || oldF[i].Pending) {
 				newF[i] = oldF[i]
-				t.rawNew[i] = t.rawOld[i]
+				t.arena.rawNew[i] = t.arena.rawOld[i]
 				t.stats.ToastFilledFromOld++
 			}
 		}
 		// Under REPLICA IDENTITY FULL the rows are a multiset with no key:
 		// every update retires its old row explicitly, changed or not.
-		if r.desc.ReplIdent == 'f' || keyDiffers(newF, oldF, t.rawNew, t.rawOld, keys) {
+		if r.desc.ReplIdent == 'f' || keyDiffers(newF, oldF, t.arena.rawNew, t.arena.rawOld, keys) {
 			old := oldF
 			if keys != nil {
 				old = t.project(oldF, keys)

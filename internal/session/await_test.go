@@ -79,3 +79,49 @@ func TestAwaitEarlier(t *testing.T) {
 		t.Errorf("cancelled wait: %v, want context.Canceled", err)
 	}
 }
+
+// TestAwaitRoom: the input waits while the batches handed out and not
+// acknowledged hold max_pending_bytes of records; an acknowledgement of
+// the head that makes room lets it go on, one out of order does not; with
+// nothing pending one batch always goes out; closing the session ends the
+// wait.
+func TestAwaitRoom(t *testing.T) {
+	s := &Session{epoch: 1, parts: &parts{}, log: slog.New(slog.DiscardHandler), closedCh: make(chan struct{})}
+	s.cfg.MaxPendingBytes = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.awaitRoom(ctx, nil); err != nil {
+		t.Fatalf("nothing pending: %v", err)
+	}
+	b1, b2, b3 := &Batch{Seq: 1, Epoch: 1, size: 60}, &Batch{Seq: 2, Epoch: 1, size: 30}, &Batch{Seq: 3, Epoch: 1, size: 20}
+	s.pending = []*Batch{b1, b2, b3} // 110 bytes
+	room := make(chan error, 1)
+	go func() { room <- s.awaitRoom(ctx, nil) }()
+	s.Ack(b2) // out of order: still 110 bytes pending
+	select {
+	case err := <-room:
+		t.Fatalf("went on with 110 of 100 bytes pending (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.Ack(b1) // the head and b2 go: 20 bytes
+	select {
+	case err := <-room:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no room after the head was acknowledged")
+	}
+
+	s.pending = []*Batch{{Seq: 4, Epoch: 1, size: 500}} // one batch over the budget
+	go func() { room <- s.awaitRoom(ctx, nil) }()
+	close(s.closedCh)
+	select {
+	case err := <-room:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("closed while waiting: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the session did not end the wait")
+	}
+}

@@ -742,6 +742,9 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 	if p == nil || p.reorder == nil {
 		return nil, fmt.Errorf("%w: the session is not started", ErrStopped)
 	}
+	if err := s.awaitRoom(ctx, done); err != nil {
+		return nil, err
+	}
 	r := p.reorder
 	out := &Batch{}
 	for {
@@ -805,6 +808,45 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 	s.xactSnap = xactSnapshot{memory: st.MemoryBytes, spilled: st.SpilledBytes, spills: st.Spills, open: st.OpenXIDs, reorder: r.stats}
 	s.mu.Unlock()
 	return out, nil
+}
+
+// awaitRoom blocks while the batches handed out and not yet acknowledged
+// hold max_pending_bytes of records or more: each is held decoded
+// downstream until the output has written it, so this bounds the memory
+// a backlog takes (one batch always goes out). It returns nil once there
+// is room or the run ended (Next reports how).
+func (s *Session) awaitRoom(ctx context.Context, done <-chan struct{}) error {
+	for {
+		s.mu.Lock()
+		if s.runErr != nil || s.cfg.MaxPendingBytes <= 0 || s.pendingBytesLocked() < s.cfg.MaxPendingBytes {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.acksCh == nil {
+			s.acksCh = make(chan struct{})
+		}
+		ch := s.acksCh
+		s.mu.Unlock()
+		select {
+		case <-ch: // the head moved, or the run changed
+		case <-s.closedCh:
+			return ErrClosed
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pendingBytesLocked is the record bytes of the batches handed out and
+// not acknowledged (as a prefix); s.mu held.
+func (s *Session) pendingBytesLocked() int64 {
+	var n int64
+	for _, b := range s.pending {
+		n += int64(b.size)
+	}
+	return n
 }
 
 // ErrStopped wraps the error that stopped a running session.
