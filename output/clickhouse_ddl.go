@@ -640,6 +640,9 @@ func (o *chOutput) Close(ctx context.Context) error {
 	if loads != nil {
 		// Before taking the lock: a load may be waiting for it to publish.
 		loads.Close()
+		if err := loads.Ledger().Close(); err != nil {
+			o.log.Warnf("closing the initial load ledger: %v", err)
+		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -171,7 +171,7 @@ func (r *rig) compareOn(t *testing.T, dsn string, schemas ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	store, err := clickhouse.OpenStore(filepath.Join(r.stateDir, "clickhouse"))
+	store, err := clickhouse.ReadStore(filepath.Join(r.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatal(err)
 	}

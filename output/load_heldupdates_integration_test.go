@@ -107,7 +107,7 @@ func TestInitialLoadUnderKeyChanges(t *testing.T) {
 				t.Fatalf("a load did not publish at its first attempt: %s\n%s", line, tail(logs.String(), 4000))
 			}
 		}
-		l, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+		l, err := load.ReadLedger(filepath.Join(r.stateDir, "clickhouse"))
 		done := 0
 		if err == nil {
 			for _, e := range l.All() {

@@ -144,7 +144,7 @@ func (r *rig) waitLoadsDone(t testing.TB, run *running, logs *logLines, want int
 	deadline := time.Now().Add(timeout)
 	var entries []load.Entry
 	for time.Now().Before(deadline) {
-		l, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+		l, err := load.ReadLedger(filepath.Join(r.stateDir, "clickhouse"))
 		if err == nil {
 			entries = l.All()
 			done := 0

@@ -108,7 +108,7 @@ exclude: [ "public.*_tmp", "public.sc_back" ]`, logs2)
 // ledgerEntry is oid's entry in the stopped output's load ledger.
 func (r *rig) ledgerEntry(t *testing.T, oid uint32) load.Entry {
 	t.Helper()
-	l, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+	l, err := load.ReadLedger(filepath.Join(r.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestParkedTable(t *testing.T) {
 	run.stop(t)
 	r.compareAll(t)
 	r.assertNoLoadTables(t)
-	l, err := load.OpenLedger(chDir)
+	l, err := load.ReadLedger(chDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func syntheticColumns1816() []string {
 // must be stopped).
 func (r *rig) agreedOf(t *testing.T, oid uint32) *clickhouse.Agreed {
 	t.Helper()
-	store, err := clickhouse.OpenStore(filepath.Join(r.stateDir, "clickhouse"))
+	store, err := clickhouse.ReadStore(filepath.Join(r.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func knownTable(dir statefile.OutputDir, table string) bool {
 			return true
 		}
 	}
-	ledger, err := load.OpenLedger(string(dir))
+	ledger, err := load.ReadLedger(string(dir))
 	if err != nil {
 		return true
 	}

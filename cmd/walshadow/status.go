@@ -238,7 +238,7 @@ func collectStatus(ctx context.Context, t statusTarget, now time.Time) (*statusR
 	}
 	rep.writtenPath = chDir.Written()
 	rep.written, rep.writtenAt, rep.writtenErr = output.ReadWritten(chDir)
-	if ledger, err := load.OpenLedger(string(chDir)); err != nil {
+	if ledger, err := load.ReadLedger(string(chDir)); err != nil {
 		rep.loadsErr = err
 	} else {
 		rep.loads = ledger.All()

@@ -317,7 +317,7 @@ func (r *backlogRig) waitLoaded(b *testing.B, c *testrig.Child, oids map[string]
 	deadline := time.Now().Add(timeout)
 	for {
 		var pending []string
-		ledger, err := load.OpenLedger(filepath.Join(r.stateDir, "clickhouse"))
+		ledger, err := load.ReadLedger(filepath.Join(r.stateDir, "clickhouse"))
 		for name, oid := range oids {
 			if err != nil {
 				pending = append(pending, name)
@@ -513,7 +513,7 @@ func (r *backlogRig) compareEndOn(b *testing.B, oids map[string]uint32, dsn stri
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	store, err := chcompare.CopyStore(filepath.Join(r.stateDir, "clickhouse"), b.TempDir())
+	store, err := clickhouse.ReadStore(filepath.Join(r.stateDir, "clickhouse"))
 	if err != nil {
 		b.Fatalf("opening a copy of the baseline store: %v", err)
 	}

@@ -252,7 +252,7 @@ func (p *pipeline) allLogs() string {
 // it is rewritten atomically, so reading it while a run writes is safe.
 func (p *pipeline) ledger(t *testing.T) map[uint32]load.Entry {
 	t.Helper()
-	l, err := load.OpenLedger(filepath.Join(p.stateDir, "clickhouse"))
+	l, err := load.ReadLedger(filepath.Join(p.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
@@ -406,7 +406,7 @@ func compareTable(ctx context.Context, pg *pgx.Conn, conn *clickhouse.Conn, stor
 // temp files, which would break a write the running child is making.
 func (p *pipeline) copyStore(t *testing.T) *clickhouse.Store {
 	t.Helper()
-	store, err := chcompare.CopyStore(filepath.Join(p.stateDir, "clickhouse"), t.TempDir())
+	store, err := clickhouse.ReadStore(filepath.Join(p.stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatalf("%s: opening a copy of the baseline store: %v", p.name, err)
 	}

@@ -37,7 +37,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/e2e/internal/catchup"
-	"github.com/walshadow/walshadow/internal/chcompare"
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/load"
 	"github.com/walshadow/walshadow/internal/testrig"
@@ -303,7 +302,7 @@ func waitLoads(c *testrig.Child, stateDir string, timeout time.Duration) []strin
 	deadline := time.Now().Add(timeout)
 	for {
 		var pending []string
-		ledger, err := load.OpenLedger(filepath.Join(stateDir, "clickhouse"))
+		ledger, err := load.ReadLedger(filepath.Join(stateDir, "clickhouse"))
 		if err != nil {
 			pending = []string{"(the load ledger: " + err.Error() + ")"}
 		} else {
@@ -333,7 +332,7 @@ var logRefill = regexp.MustCompile(` was rewritten at \S+ \(.*\): .* is rebuilt 
 // (walshadow_table_reloads_total), and the rewrites refilled from the WAL
 // instead.
 func reloadReport(stateDir, log string) string {
-	ledger, err := load.OpenLedger(filepath.Join(stateDir, "clickhouse"))
+	ledger, err := load.ReadLedger(filepath.Join(stateDir, "clickhouse"))
 	if err != nil {
 		return fmt.Sprintf("reloads: reading the load ledger: %v\n", err)
 	}
@@ -423,7 +422,7 @@ func firstErrorAbout(log string, st sourceTable) string {
 // output's baseline store (the run may be rewriting it), in name order.
 func compareAll(ctx context.Context, t *testing.T, pgDSN, chDSN, stateDir string) []tableResult {
 	t.Helper()
-	store, err := chcompare.CopyStore(filepath.Join(stateDir, "clickhouse"), t.TempDir())
+	store, err := clickhouse.ReadStore(filepath.Join(stateDir, "clickhouse"))
 	if err != nil {
 		t.Fatalf("opening a copy of the baseline store: %v", err)
 	}

@@ -3,13 +3,11 @@ package chcompare
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walshadow/walshadow/internal/clickhouse"
-	"github.com/walshadow/walshadow/internal/statefile"
 )
 
 // AgreedTable is the comparison of source (the qualified, quoted
@@ -38,21 +36,6 @@ func AgreedTable(source string, a *clickhouse.Agreed) (Table, error) {
 		t.Columns = append(t.Columns, Column{Source: a.Shape[i], Spec: mc.Spec})
 	}
 	return t, nil
-}
-
-// CopyStore opens a copy of the baseline store in outputStateDir (the
-// clickhouse_ddl output's state directory) under scratch: a store has one
-// owner, and opening it removes temporary files a running output may be
-// writing.
-func CopyStore(outputStateDir, scratch string) (*clickhouse.Store, error) {
-	b, err := os.ReadFile(statefile.OutputDir(outputStateDir).Baseline())
-	if err != nil {
-		return nil, fmt.Errorf("reading the output's baseline store: %w", err)
-	}
-	if err := os.WriteFile(statefile.OutputDir(scratch).Baseline(), b, 0o600); err != nil {
-		return nil, err
-	}
-	return clickhouse.OpenStore(scratch)
 }
 
 // CompareAgreed compares the source table schema.name (oid) with its

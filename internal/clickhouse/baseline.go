@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,12 +77,14 @@ type Agreed struct {
 	RefilledBefore wal.LSN
 }
 
-// Store keeps every relation's Agreed durably in one file,
-// dir/baseline.json (statefile.OutputDir.Baseline), rewritten whole and
-// atomically on each change (statefile.Spec.Write). It is safe for
-// concurrent use. In the statefile envelope:
+// Store keeps every relation's Agreed durably in a journaled state file
+// (internal/statefile, "Journaled files"): dir/baseline.json
+// (statefile.OutputDir.Baseline), the snapshot, and baseline.json.journal,
+// the changes since, each appended and synced before the call making it
+// returns, so a change costs one record however many tables there are. It
+// is safe for concurrent use. The snapshot, in the statefile envelope:
 //
-//	"format": "walshadow-baseline", "version": 2,
+//	"format": "walshadow-baseline", "version": 3,
 //	"body": {"agreed": [               sorted by oid
 //	  {"oid": 16384, "db_oid": 5, "schema": "public", "table": "orders",
 //	   "valid_from": 23803720,         an LSN, as a number
@@ -105,7 +106,15 @@ type Agreed struct {
 // Bytes (type_kind, align, storage) are numbers. A column type is stored
 // with its Repr by name ("unix_micros"), so reordering the Repr constants
 // cannot reinterpret a stored baseline; "elem", "precision", "scale" and
-// "reason" are left out when zero.
+// "reason" are left out when zero. A journal record is one JSON document:
+//
+//	{"put": {<an agreement, as above>}}      the agreement of its oid, whole
+//	{"delete": 16384}                        the agreement of that oid forgotten
+//
+// Version 2 was the same body, the file rewritten whole on every change
+// with no journal: it is read as it is and rewritten as version 3 at the
+// next change (a walshadow that reads version 2 at most refuses version 3
+// rather than miss the journal's changes).
 //
 // Version 1, before the envelope, was one line of compact JSON:
 //
@@ -121,12 +130,17 @@ type Store struct {
 	mu     sync.Mutex
 	dir    string
 	path   string
+	j      *statefile.Journal // nil: read-only (ReadStore)
 	agreed map[uint32]*Agreed
 }
 
-// baselineSpec is the baseline file's envelope.
-var baselineSpec = statefile.Spec{Format: "walshadow-baseline", Version: 2,
-	Remedy: "restore it from a backup of the state directory; without it the output follows every table as if for the first time"}
+// baselineSpec is the baseline file's envelope; baselineSpecV2 reads the
+// files an older walshadow wrote whole on every change.
+var (
+	baselineSpec = statefile.Spec{Format: "walshadow-baseline", Version: 3,
+		Remedy: "restore it from a backup of the state directory; without it the output follows every table as if for the first time"}
+	baselineSpecV2 = statefile.Spec{Format: baselineSpec.Format, Version: 2, Remedy: baselineSpec.Remedy}
+)
 
 // OpenStore opens (creating dir with mode 0700 if needed) the store in
 // dir and loads its baseline file. A file that cannot be trusted is a
@@ -149,36 +163,91 @@ func OpenStore(dir string) (*Store, error) {
 			return nil, fmt.Errorf("removing leftover temp file %s: %w", name, err)
 		}
 	}
-	list, err := readBaseline(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	}
+	j, records, err := statefile.OpenJournal(s.path, baselineSpec, s.readSnapshot)
 	if err != nil {
 		return nil, err
+	}
+	s.j = j
+	return s, s.replay(records)
+}
+
+// ReadStore reads the store in dir while its owner may be changing it
+// (walshadow status, comparisons in tests): nothing is created or removed,
+// and every change is refused.
+func ReadStore(dir string) (*Store, error) {
+	s := &Store{dir: dir, path: statefile.OutputDir(dir).Baseline(), agreed: map[uint32]*Agreed{}}
+	records, err := statefile.ReadJournal(s.path, baselineSpec, s.readSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.replay(records)
+}
+
+// ReadAgreed reads the agreements of the store in dir, sorted by oid
+// (ReadStore). No file: none.
+func ReadAgreed(dir string) ([]*Agreed, error) {
+	s, err := ReadStore(dir)
+	if err != nil || len(s.agreed) == 0 {
+		return nil, err
+	}
+	return s.All(), nil
+}
+
+// readSnapshot decodes the baseline file's snapshot into s.
+func (s *Store) readSnapshot(data []byte) error {
+	list, err := decodeBaseline(s.path, data)
+	if err != nil {
+		return err
 	}
 	for _, a := range list {
 		s.agreed[a.Oid] = a
 	}
-	return s, nil
+	return nil
 }
 
-// ReadAgreed reads the agreements of the store in dir, by oid, without
-// opening it: no directory is created and no temp file removed, so it is
-// safe while a walshadow owns the store (walshadow status). No file: none.
-func ReadAgreed(dir string) ([]*Agreed, error) {
-	list, err := readBaseline(statefile.OutputDir(dir).Baseline())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// baselineRecord is one change in the store's journal.
+type baselineRecord struct {
+	Put    *agreedJSON `json:"put,omitempty"`
+	Delete uint32      `json:"delete,omitempty"`
+}
+
+// replay applies the journal's records after the snapshot.
+func (s *Store) replay(records [][]byte) error {
+	for i, b := range records {
+		var r baselineRecord
+		err := statefile.DecodeStrict(b, &r)
+		switch {
+		case err != nil:
+		case r.Put != nil && r.Delete == 0:
+			var a *Agreed
+			if a, err = r.Put.agreed(); err == nil {
+				s.agreed[a.Oid] = a
+			}
+		case r.Put == nil && r.Delete != 0:
+			delete(s.agreed, r.Delete)
+		default:
+			err = errors.New("not exactly one of put and delete")
+		}
+		if err != nil {
+			return baselineSpec.Corrupt(s.path+statefile.JournalSuffix, fmt.Errorf("change %d: %w", i+1, err))
+		}
 	}
-	return list, err
+	return nil
 }
 
-// readBaseline reads the baseline file at path, in the envelope or in
-// version 1. No file: an error satisfying errors.Is(err, fs.ErrNotExist);
-// one that cannot be trusted: a *statefile.Error.
-func readBaseline(path string) ([]*Agreed, error) {
+// decodeBaseline decodes a baseline file's snapshot (version 3 or 2 in the
+// envelope, or version 1); path names it in errors. What cannot be
+// trusted is a *statefile.Error.
+func decodeBaseline(path string, data []byte) ([]*Agreed, error) {
 	var body baselineBody
-	if err := baselineSpec.Read(path, &body, func(data []byte) error { return readBaselineV1(data, &body) }); err != nil {
+	spec := baselineSpec
+	var head struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if json.Unmarshal(data, &head) == nil && string(head.Version) == "2" {
+		spec = baselineSpecV2
+	}
+	if err := spec.Decode(path, data, &body, func(data []byte) error { return readBaselineV1(data, &body) }); err != nil {
 		return nil, err
 	}
 	corrupt := func(err error) error {
@@ -384,23 +453,28 @@ func (s *Store) All() []*Agreed {
 	return all
 }
 
-// Put records a (a copy of it) as its relation's agreement and rewrites
-// the file; on error the store is unchanged.
+// Put records a (a copy of it) as its relation's agreement and returns
+// once it is on disk; on error the store is unchanged.
 func (s *Store) Put(a *Agreed) error {
 	if a == nil {
 		return errors.New("storing a baseline: nil agreement")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := make(map[uint32]*Agreed, len(s.agreed)+1)
-	for oid, v := range s.agreed {
-		next[oid] = v
-	}
-	next[a.Oid] = a.Clone()
-	if err := s.write(next); err != nil {
+	j, err := a.toJSON()
+	if err != nil {
 		return fmt.Errorf("storing the baseline of relation %s.%s (oid %d): %w", a.Schema, a.Table, a.Oid, err)
 	}
-	s.agreed = next
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.agreed[a.Oid]
+	s.agreed[a.Oid] = a.Clone()
+	if err := s.commit(baselineRecord{Put: j}); err != nil {
+		if had {
+			s.agreed[a.Oid] = old
+		} else {
+			delete(s.agreed, a.Oid)
+		}
+		return fmt.Errorf("storing the baseline of relation %s.%s (oid %d): %w", a.Schema, a.Table, a.Oid, err)
+	}
 	return nil
 }
 
@@ -408,35 +482,43 @@ func (s *Store) Put(a *Agreed) error {
 func (s *Store) Delete(oid uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.agreed[oid]; !ok {
+	old, ok := s.agreed[oid]
+	if !ok {
 		return nil
 	}
-	next := make(map[uint32]*Agreed, len(s.agreed))
-	for k, v := range s.agreed {
-		if k != oid {
-			next[k] = v
-		}
-	}
-	if err := s.write(next); err != nil {
+	delete(s.agreed, oid)
+	if err := s.commit(baselineRecord{Delete: oid}); err != nil {
+		s.agreed[oid] = old
 		return fmt.Errorf("deleting the baseline of relation oid %d: %w", oid, err)
 	}
-	s.agreed = next
 	return nil
 }
 
-// write replaces the file with agreed's contents (atomically: see
-// statefile.Spec.Write).
-func (s *Store) write(agreed map[uint32]*Agreed) error {
-	body := baselineBody{Agreed: make([]*agreedJSON, 0, len(agreed))}
-	for _, a := range agreed {
+// commit appends r, a change already made to s.agreed, to the journal
+// (s.mu held).
+func (s *Store) commit(r baselineRecord) error {
+	if s.j == nil {
+		return fmt.Errorf("the baseline store %s is open read-only", s.path)
+	}
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.j.Append(payload, s.snapshotBody)
+}
+
+// snapshotBody is the snapshot of every agreement (s.mu held).
+func (s *Store) snapshotBody() (any, error) {
+	body := baselineBody{Agreed: make([]*agreedJSON, 0, len(s.agreed))}
+	for _, a := range s.agreed {
 		j, err := a.toJSON()
 		if err != nil {
-			return fmt.Errorf("relation oid %d: %w", a.Oid, err)
+			return nil, fmt.Errorf("relation oid %d: %w", a.Oid, err)
 		}
 		body.Agreed = append(body.Agreed, j)
 	}
 	slices.SortFunc(body.Agreed, func(a, b *agreedJSON) int { return cmp.Compare(a.Oid, b.Oid) })
-	return baselineSpec.Write(s.path, body)
+	return body, nil
 }
 
 // Clone is a deep copy (nil for nil). Empty slices come back nil, as they

@@ -14,14 +14,35 @@ import (
 	"github.com/walshadow/walshadow/internal/statefile"
 )
 
-// The golden baseline files: baseline_v2.json is what the store writes for
-// goldenAgreements (go test ./internal/clickhouse -run TestBaselineGoldenV2
-// -update rewrites it); baseline_v1.json is what the store wrote for them
-// before the statefile envelope, and is never rewritten.
+// The golden baseline files: baseline_v3.json is the snapshot the store
+// writes for goldenAgreements (go test ./internal/clickhouse -run
+// TestBaselineGolden -update rewrites it); baseline_v2.json and
+// baseline_v1.json are what the store wrote for them before the journal
+// and before the statefile envelope, and are never rewritten.
 const (
+	goldenV3 = "testdata/baseline_v3.json"
 	goldenV2 = "testdata/baseline_v2.json"
 	goldenV1 = "testdata/baseline_v1.json"
 )
+
+// snapshotFile compacts s's journal into its file and returns the file.
+func snapshotFile(t testing.TB, s *Store) []byte {
+	t.Helper()
+	s.mu.Lock()
+	body, err := s.snapshotBody()
+	if err == nil {
+		err = s.j.Compact(body)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func strPtr(s string) *string { return &s }
 
@@ -106,7 +127,7 @@ func TestGoldenAgreementsCoverEveryField(t *testing.T) {
 	for typ, set := range tracked {
 		for i := 0; i < typ.NumField(); i++ {
 			if name := typ.Field(i).Name; !set[name] {
-				t.Errorf("no golden agreement sets %s.%s: set it in goldenAgreements and run TestBaselineGoldenV2 with -update", typ, name)
+				t.Errorf("no golden agreement sets %s.%s: set it in goldenAgreements and run TestBaselineGolden with -update", typ, name)
 			}
 		}
 	}
@@ -158,7 +179,7 @@ func TestStoreRoundTripEveryField(t *testing.T) {
 	}
 }
 
-func TestBaselineGoldenV2(t *testing.T) {
+func TestBaselineGolden(t *testing.T) {
 	dir := t.TempDir()
 	s, err := OpenStore(dir)
 	if err != nil {
@@ -170,21 +191,42 @@ func TestBaselineGoldenV2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile(statefile.OutputDir(dir).Baseline())
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := snapshotFile(t, s)
 	if *update {
-		if err := os.WriteFile(goldenV2, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenV3, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	golden, err := os.ReadFile(goldenV2)
+	golden, err := os.ReadFile(goldenV3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, golden) {
-		t.Fatalf("the store writes\n%s\nwant %s (rerun with -update if the change is intended, and bump the version if it is not one this walshadow's readers accept)", got, goldenV2)
+		t.Fatalf("the store writes\n%s\nwant %s (rerun with -update if the change is intended, and bump the version if it is not one this walshadow's readers accept)", got, goldenV3)
+	}
+	// Version 2, the file an older walshadow rewrote whole on every
+	// change, reads as the same agreements, and its next change rewrites it
+	// as version 3.
+	v2, err := os.ReadFile(goldenV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := t.TempDir()
+	if err := os.WriteFile(statefile.OutputDir(old).Baseline(), v2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := OpenStore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := upgraded.All(); !reflect.DeepEqual(all, want) {
+		t.Fatalf("%s reads as\n%s\nwant\n%s", goldenV2, dump(all), dump(want))
+	}
+	if err := upgraded.Put(want[0]); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(statefile.OutputDir(old).Baseline()); !bytes.Equal(after, golden) {
+		t.Fatalf("a changed %s is not rewritten as %s:\n%s", goldenV2, goldenV3, after)
 	}
 	// The golden file, read by itself, gives back the agreements.
 	again := t.TempDir()
@@ -196,7 +238,7 @@ func TestBaselineGoldenV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	if all := reopened.All(); !reflect.DeepEqual(all, want) {
-		t.Fatalf("%s reads as\n%s\nwant\n%s", goldenV2, dump(all), dump(want))
+		t.Fatalf("%s reads as\n%s\nwant\n%s", goldenV3, dump(all), dump(want))
 	}
 }
 

@@ -87,8 +87,8 @@ func TestStoreRoundTrip(t *testing.T) {
 	if third.Get(b.Oid) != nil || third.Get(a.Oid) == nil {
 		t.Error("Delete did not persist")
 	}
-	raw, _ := os.ReadFile(statefile.OutputDir(dir).Baseline())
-	if !bytes.HasPrefix(raw, []byte("{\n  \"format\": \"walshadow-baseline\",\n  \"version\": 2,\n")) || !bytes.Contains(raw, []byte(`"repr": "unix_days"`)) {
+	raw := snapshotFile(t, third)
+	if !bytes.HasPrefix(raw, []byte("{\n  \"format\": \"walshadow-baseline\",\n  \"version\": 3,\n")) || !bytes.Contains(raw, []byte(`"repr": "unix_days"`)) {
 		t.Errorf("file layout: %.200s", raw)
 	}
 }
@@ -120,8 +120,8 @@ func TestStoreIgnoresLeftoverTempFile(t *testing.T) {
 		t.Errorf("leftover temp file not removed: %v", err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("directory holds %d entries, want the baseline only", len(entries))
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d entries, want the baseline and its journal only", len(entries))
 	}
 }
 
@@ -171,7 +171,7 @@ func TestStoreDetectsCorruption(t *testing.T) {
 		{"truncated", good[:len(good)/2], true, "unexpected end of JSON input"},
 		{"empty", nil, true, "the file is empty"},
 		{"garbage", []byte("not json at all\n"), false, "invalid character"},
-		{"future version", bytes.Replace(good, []byte(`"version": 2`), []byte(`"version": 3`), 1), false, "version 3, this walshadow reads version 2"},
+		{"future version", bytes.Replace(good, []byte(`"version": 3`), []byte(`"version": 4`), 1), false, "version 4, this walshadow reads version 3"},
 		{"another format", bytes.Replace(good, []byte(`"walshadow-baseline"`), []byte(`"walshadow-loads"`), 1), false, `format "walshadow-loads"`},
 		{"null entry", encode(body.Agreed[0], json.RawMessage("null")), false, "entry 1 is null"},
 		{"duplicate oid", encode(body.Agreed[0], body.Agreed[0]), false, "relation oid 7 appears twice"},

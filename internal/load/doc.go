@@ -54,8 +54,10 @@
 // forgotten yet, so a restart resumes or cleans up instead of loading
 // twice: a crash while loading reloads the table (the staging table is
 // dropped first); a crash while publishing finishes the publish from what
-// ClickHouse holds. A table is published whole or not at all. It is a state file in internal/statefile's envelope (format
-// "walshadow-loads", version 3, CRC-32C of the body), whose body is:
+// ClickHouse holds. A table is published whole or not at all. It is a
+// journaled state file (internal/statefile, "Journaled files"): a
+// snapshot in the envelope (format "walshadow-loads", version 4, CRC-32C
+// of the body), whose body is:
 //
 //	"body": {
 //	  "entries": [
@@ -106,15 +108,27 @@
 //	  "reloads": {"value_refused": 2}           optional: reloads of followed tables by reason (ReloadReasons)
 //	}
 //
-// Entries are sorted by schema, table and oid. The file is rewritten whole
-// and atomically on every change. Besides what the envelope refuses (a
-// checksum mismatch, unknown fields, another format or version: see
+// and a journal beside it (loads.json.journal) of the changes since, one
+// JSON document per record:
+//
+//	{"put": {<an entry, as above>}}          the entry of its oid, whole
+//	{"delete": 16384}                        the entry of that oid forgotten
+//	{"reloads": {"value_refused": 3}}        the reload counts, whole
+//
+// so that a change costs one record, not the whole file: a first start
+// loading 10,000 tables changes the ledger about 40,000 times. Entries
+// are sorted by schema, table and oid. Besides what the envelope refuses
+// (a checksum mismatch, unknown fields, another format or version: see
 // internal/statefile, which also tells a truncated file from a corrupt
 // one), an invalid mode, phase, LSN or time and duplicate oids make the
-// file corrupt (*statefile.Error).
+// file corrupt (*statefile.Error); so does a record that is not exactly
+// one of the three or holds such an entry.
 //
-// Version 2 was the same body without loads, streak, parked and reloads;
-// it is read as it is and rewritten as version 3 at the next change.
+// Version 3 was the same body, the file rewritten whole on every change
+// with no journal; version 2 was that without loads, streak, parked and
+// reloads. Both are read as they are and rewritten as version 4 at the
+// next change (a walshadow that reads version 3 at most refuses version 4
+// rather than miss the journal's changes).
 // Version 1 held the same entries in a document of its own
 // ({"format": "walshadow-loads", "version": 1, "entries": [...],
 // "crc32c": N}, the CRC-32C of its compact encoding with crc32c 0); it is

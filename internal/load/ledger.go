@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
@@ -99,26 +97,35 @@ type Entry struct {
 // drawn in the package documentation.
 const LedgerFile = statefile.LoadsName
 
-// ledgerSpec is the ledger's state-file envelope. Version 3 added the
-// retry economy's fields (loads, streak, parked, the reloads by reason);
-// version 2, the same body without them, is read as it is (its entries
-// have none), and version 1, the entries in a flat document of its own,
-// is read once for upgrade.
-var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 3,
+// ledgerSpec is the ledger's state-file envelope. Version 4 is version
+// 3's body as the snapshot of a journaled file; version 3 added the retry
+// economy's fields (loads, streak, parked, the reloads by reason); version
+// 2, the same body without them, is read as it is (its entries have none),
+// and version 1, the entries in a flat document of its own, is read once
+// for upgrade.
+var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 4,
 	Remedy: "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"}
 
-// ledgerSpecV2 reads version 2 files (written by walshadow before the
-// retry economy); the next change rewrites them as version 3.
-var ledgerSpecV2 = statefile.Spec{Format: ledgerSpec.Format, Version: 2, Remedy: ledgerSpec.Remedy}
+// ledgerSpecV2 and ledgerSpecV3 read the files an older walshadow wrote
+// whole on every change (version 2 before the retry economy); the next
+// change rewrites them as version 4, the same body with a journal beside
+// it, which an older walshadow refuses rather than miss the journal's
+// changes.
+var (
+	ledgerSpecV2 = statefile.Spec{Format: ledgerSpec.Format, Version: 2, Remedy: ledgerSpec.Remedy}
+	ledgerSpecV3 = statefile.Spec{Format: ledgerSpec.Format, Version: 3, Remedy: ledgerSpec.Remedy}
+)
 
 const ledgerV1Version = 1
 
 // Ledger is the durable record of the state directory's loads, by source
 // oid. It is safe for concurrent use; every change is on disk before the
-// call that makes it returns.
+// call that makes it returns (a record appended to the file's journal:
+// internal/statefile, "Journaled files").
 type Ledger struct {
 	path    string
 	mu      sync.Mutex
+	j       *statefile.Journal // nil: read-only (ReadLedger)
 	entries map[uint32]Entry
 	// reloads counts the reloads of followed tables by reason (the
 	// classes of walshadow_table_reloads_total), since the state
@@ -126,23 +133,118 @@ type Ledger struct {
 	reloads map[string]int64
 }
 
-// OpenLedger reads dir's ledger. A directory without one gives an empty
-// ledger; a file that cannot be trusted gives a *statefile.Error (truncated
-// or corrupt).
+// OpenLedger reads dir's ledger for its owner (the output), which alone
+// changes it. A directory without one gives an empty ledger; a file that
+// cannot be trusted gives a *statefile.Error (truncated or corrupt).
+// Opening writes nothing.
 func OpenLedger(dir string) (*Ledger, error) {
-	path := statefile.OutputDir(dir).Loads()
-	l := &Ledger{path: path, entries: map[uint32]Entry{}, reloads: map[string]int64{}}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return l, nil
-	}
+	l := &Ledger{path: statefile.OutputDir(dir).Loads()}
+	j, records, err := statefile.OpenJournal(l.path, ledgerSpec, l.readSnapshot)
 	if err != nil {
-		return nil, fmt.Errorf("reading the load ledger %s: %w", path, err)
-	}
-	if l.entries, l.reloads, err = decodeLedger(path, b); err != nil {
 		return nil, err
 	}
-	return l, nil
+	l.j = j
+	return l, l.replay(records)
+}
+
+// ReadLedger reads dir's ledger while its owner may be changing it
+// (walshadow status, tests): a ledger that refuses every change.
+func ReadLedger(dir string) (*Ledger, error) {
+	l := &Ledger{path: statefile.OutputDir(dir).Loads()}
+	records, err := statefile.ReadJournal(l.path, ledgerSpec, l.readSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	return l, l.replay(records)
+}
+
+// readSnapshot decodes the ledger file's snapshot into l.
+func (l *Ledger) readSnapshot(data []byte) (err error) {
+	l.entries, l.reloads, err = decodeLedger(l.path, data)
+	return err
+}
+
+// replay applies the journal's records after the snapshot.
+func (l *Ledger) replay(records [][]byte) error {
+	if l.entries == nil {
+		l.entries, l.reloads = map[uint32]Entry{}, map[string]int64{}
+	}
+	for i, b := range records {
+		if err := l.applyRecord(b); err != nil {
+			return ledgerSpec.Corrupt(l.path+statefile.JournalSuffix, fmt.Errorf("change %d: %w", i+1, err))
+		}
+	}
+	return nil
+}
+
+// ledgerRecord is one change in the ledger's journal: an entry recorded
+// whole, an entry forgotten, or the reload counts whole.
+type ledgerRecord struct {
+	Put     *entryJSON       `json:"put,omitempty"`
+	Delete  uint32           `json:"delete,omitempty"`
+	Reloads map[string]int64 `json:"reloads,omitempty"`
+}
+
+// applyRecord applies one journal record to l.
+func (l *Ledger) applyRecord(b []byte) error {
+	var r ledgerRecord
+	if err := statefile.DecodeStrict(b, &r); err != nil {
+		return err
+	}
+	switch {
+	case r.Put != nil && r.Delete == 0 && r.Reloads == nil:
+		got, err := entriesOf([]entryJSON{*r.Put})
+		if err != nil {
+			return err
+		}
+		l.entries[r.Put.Oid] = got[r.Put.Oid]
+	case r.Put == nil && r.Delete != 0 && r.Reloads == nil:
+		delete(l.entries, r.Delete)
+	case r.Put == nil && r.Delete == 0 && r.Reloads != nil:
+		reloads, err := reloadsOf(r.Reloads)
+		if err != nil {
+			return err
+		}
+		l.reloads = reloads
+	default:
+		return errors.New("not exactly one of put, delete and reloads")
+	}
+	return nil
+}
+
+// commit makes one change durable: r is its record, and apply makes it in
+// memory and returns what undoes it (a change that did not reach the disk
+// is not seen).
+func (l *Ledger) commit(r ledgerRecord, apply func() (undo func())) error {
+	if l.j == nil {
+		return fmt.Errorf("the load ledger %s is open read-only", l.path)
+	}
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	undo := apply()
+	if err := l.j.Append(payload, func() (any, error) { return ledgerBodyOf(l.entries, l.reloads), nil }); err != nil {
+		undo()
+		return err
+	}
+	return nil
+}
+
+// putLocked records e in memory and on disk (l.mu held).
+func (l *Ledger) putLocked(e Entry) error {
+	j := entryJSONOf(e)
+	return l.commit(ledgerRecord{Put: &j}, func() func() {
+		old, had := l.entries[e.Oid]
+		l.entries[e.Oid] = e
+		return func() {
+			if had {
+				l.entries[e.Oid] = old
+			} else {
+				delete(l.entries, e.Oid)
+			}
+		}
+	})
 }
 
 // Get returns the load of the relation oid, if there is one.
@@ -167,15 +269,9 @@ func (l *Ledger) put(e Entry, keepFailures bool) error {
 	if err := e.validate(); err != nil {
 		return fmt.Errorf("recording the load of %s.%s in %s: %w", e.Schema, e.Table, l.path, err)
 	}
-	next := make(map[uint32]Entry, len(l.entries)+1)
-	for oid, old := range l.entries {
-		next[oid] = old
-	}
-	next[e.Oid] = e
-	if err := l.write(next, l.reloads); err != nil {
+	if err := l.putLocked(e); err != nil {
 		return fmt.Errorf("recording the load of %s.%s: %w", e.Schema, e.Table, err)
 	}
-	l.entries = next
 	return nil
 }
 
@@ -206,15 +302,9 @@ func (l *Ledger) Update(oid uint32, fn func(e *Entry) bool) (Entry, bool, error)
 	if err := e.validate(); err != nil {
 		return Entry{}, true, fmt.Errorf("recording the load of %s.%s in %s: %w", e.Schema, e.Table, l.path, err)
 	}
-	next := make(map[uint32]Entry, len(l.entries))
-	for o, old := range l.entries {
-		next[o] = old
-	}
-	next[oid] = e
-	if err := l.write(next, l.reloads); err != nil {
+	if err := l.putLocked(e); err != nil {
 		return Entry{}, true, fmt.Errorf("recording the load of %s.%s: %w", e.Schema, e.Table, err)
 	}
-	l.entries = next
 	return e, true, nil
 }
 
@@ -228,10 +318,14 @@ func (l *Ledger) CountReload(reason string) error {
 		next[k] = v
 	}
 	next[reason]++
-	if err := l.write(l.entries, next); err != nil {
+	err := l.commit(ledgerRecord{Reloads: next}, func() func() {
+		old := l.reloads
+		l.reloads = next
+		return func() { l.reloads = old }
+	})
+	if err != nil {
 		return fmt.Errorf("counting a reload (%s): %w", reason, err)
 	}
-	l.reloads = next
 	return nil
 }
 
@@ -255,16 +349,13 @@ func (l *Ledger) Delete(oid uint32) error {
 	if !ok {
 		return nil
 	}
-	next := make(map[uint32]Entry, len(l.entries))
-	for o, old := range l.entries {
-		if o != oid {
-			next[o] = old
-		}
-	}
-	if err := l.write(next, l.reloads); err != nil {
+	err := l.commit(ledgerRecord{Delete: oid}, func() func() {
+		delete(l.entries, oid)
+		return func() { l.entries[oid] = e }
+	})
+	if err != nil {
 		return fmt.Errorf("forgetting the load of %s.%s: %w", e.Schema, e.Table, err)
 	}
-	l.entries = next
 	return nil
 }
 
@@ -275,8 +366,13 @@ func (l *Ledger) All() []Entry {
 	return sortedEntries(l.entries)
 }
 
-func (l *Ledger) write(entries map[uint32]Entry, reloads map[string]int64) error {
-	return fsutil.WriteFileAtomic(l.path, encodeLedger(entries, reloads), 0o600, nil)
+// Close closes the ledger's journal (changes after it fail).
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.j.Close()
+	l.j = nil
+	return err
 }
 
 // ledgerBody is the envelope's body.
@@ -431,33 +527,43 @@ func decodeTime(s string) (time.Time, error) {
 }
 
 func encodeLedger(entries map[uint32]Entry, reloads map[string]int64) []byte {
-	body := ledgerBody{Entries: []entryJSON{}}
-	if len(reloads) > 0 {
-		body.Reloads = reloads
-	}
-	for _, e := range sortedEntries(entries) {
-		j := entryJSON{
-			Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
-			Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
-			Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
-			StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
-			Reason: e.Reason, FailedAt: seenBy(e.FailedAt), Loads: e.Loads,
-		}
-		if e.Streak.Count > 0 {
-			j.Streak = &streakJSON{Signature: e.Streak.Signature, At: seenBy(e.Streak.At), Count: e.Streak.Count, Attempt: e.Streak.Attempt}
-		}
-		if p := e.Parked; p != nil {
-			j.Parked = &parkedJSON{Since: encodeTime(p.Since), Reason: p.Reason, At: seenBy(p.At), Count: p.Count, Remedy: p.Remedy,
-				Shape: seenBy(p.Under.Shape), Config: p.Under.Config, ServerVersion: p.Under.ServerVersion, ServerBoot: encodeTime(p.Under.ServerBoot)}
-		}
-		body.Entries = append(body.Entries, j)
-	}
-	b, err := ledgerSpec.Encode(body)
+	b, err := ledgerSpec.Encode(ledgerBodyOf(entries, reloads))
 	if err != nil {
 		// Only strings and integers: encoding cannot fail.
 		panic(fmt.Sprintf("encoding the load ledger: %v", err))
 	}
 	return b
+}
+
+// ledgerBodyOf is the snapshot's body.
+func ledgerBodyOf(entries map[uint32]Entry, reloads map[string]int64) ledgerBody {
+	body := ledgerBody{Entries: []entryJSON{}}
+	if len(reloads) > 0 {
+		body.Reloads = reloads
+	}
+	for _, e := range sortedEntries(entries) {
+		body.Entries = append(body.Entries, entryJSONOf(e))
+	}
+	return body
+}
+
+// entryJSONOf is e on disk.
+func entryJSONOf(e Entry) entryJSON {
+	j := entryJSON{
+		Oid: e.Oid, Schema: e.Schema, Table: e.Table, Mode: string(e.Mode), Phase: string(e.Phase),
+		Coverage: e.Coverage.String(), Database: e.Database, Target: e.Target, Staging: e.Staging,
+		Old: e.Old, StagingUUID: e.StagingUUID, StaleDB: e.StaleDatabase, Stale: e.Stale, Snapshot: e.Snapshot, SeenBy: seenBy(e.SeenBy), Attempt: e.Attempt, Rows: e.Rows, Bytes: e.Bytes,
+		StartedAt: encodeTime(e.StartedAt), FinishedAt: encodeTime(e.FinishedAt), LastError: e.LastError,
+		Reason: e.Reason, FailedAt: seenBy(e.FailedAt), Loads: e.Loads,
+	}
+	if e.Streak.Count > 0 {
+		j.Streak = &streakJSON{Signature: e.Streak.Signature, At: seenBy(e.Streak.At), Count: e.Streak.Count, Attempt: e.Streak.Attempt}
+	}
+	if p := e.Parked; p != nil {
+		j.Parked = &parkedJSON{Since: encodeTime(p.Since), Reason: p.Reason, At: seenBy(p.At), Count: p.Count, Remedy: p.Remedy,
+			Shape: seenBy(p.Under.Shape), Config: p.Under.Config, ServerVersion: p.Under.ServerVersion, ServerBoot: encodeTime(p.Under.ServerBoot)}
+	}
+	return j
 }
 
 // decodeLedger parses a ledger file (path names it in errors): the
@@ -469,8 +575,13 @@ func decodeLedger(path string, b []byte) (map[uint32]Entry, map[string]int64, er
 	var head struct {
 		Version json.RawMessage `json:"version"`
 	}
-	if json.Unmarshal(b, &head) == nil && string(head.Version) == "2" {
-		spec = ledgerSpecV2
+	if json.Unmarshal(b, &head) == nil {
+		switch string(head.Version) {
+		case "2":
+			spec = ledgerSpecV2
+		case "3":
+			spec = ledgerSpecV3
+		}
 	}
 	if err := spec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
 		return nil, nil, err
@@ -479,14 +590,23 @@ func decodeLedger(path string, b []byte) (map[uint32]Entry, map[string]int64, er
 	if err != nil {
 		return nil, nil, ledgerSpec.Corrupt(path, err)
 	}
-	reloads := map[string]int64{}
-	for k, v := range body.Reloads {
+	reloads, err := reloadsOf(body.Reloads)
+	if err != nil {
+		return nil, nil, ledgerSpec.Corrupt(path, err)
+	}
+	return entries, reloads, nil
+}
+
+// reloadsOf checks the file's reload counts.
+func reloadsOf(in map[string]int64) (map[string]int64, error) {
+	reloads := make(map[string]int64, len(in))
+	for k, v := range in {
 		if v < 0 || !utf8.ValidString(k) || k == "" {
-			return nil, nil, ledgerSpec.Corrupt(path, fmt.Errorf("reloads: %q: %d", k, v))
+			return nil, fmt.Errorf("reloads: %q: %d", k, v)
 		}
 		reloads[k] = v
 	}
-	return entries, reloads, nil
+	return reloads, nil
 }
 
 // decodeLedgerV1 reads the ledger's form before the envelope.

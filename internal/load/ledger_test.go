@@ -92,11 +92,8 @@ func TestLedgerRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(reopened.All(), want) {
 		t.Fatalf("reopened:\n%+v\nwant\n%+v", reopened.All(), want)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 3`, `"coverage_lsn": "1/00000010"`, `"parked": {`, `"server_boot": "2026-11-30T08:00:00Z"`,
+	b := snapshotFile(t, reopened)
+	for _, s := range []string{`"format": "walshadow-loads"`, `"version": 4`, `"coverage_lsn": "1/00000010"`, `"parked": {`, `"server_boot": "2026-11-30T08:00:00Z"`,
 		`"started_at": "2026-11-30T14:02:03.500000001Z"`, `"mode": "base_backup"`, `"crc32c": `} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("file lacks %s:\n%s", s, b)
@@ -162,10 +159,12 @@ func TestLedgerFailedWriteLeavesLedgerUnchanged(t *testing.T) {
 	if err := l.Put(sampleEntry(1, "kept")); err != nil {
 		t.Fatal(err)
 	}
-	// A directory in the temporary file's place makes the write fail, even as root.
+	// A directory in the temporary file's place makes the write fail, even
+	// as root: with its journal closed, the next change rewrites the file.
 	if err := os.Mkdir(filepath.Join(dir, LedgerFile+".tmp"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	l.j.Close()
 	err = l.Put(sampleEntry(2, "lost"))
 	if err == nil || !strings.Contains(err.Error(), "public.lost") || !strings.Contains(err.Error(), LedgerFile) {
 		t.Fatalf("Put over a blocked temporary file: %v, want an error naming the table and the file", err)
@@ -275,7 +274,7 @@ func TestLedgerCorruptVersusTruncated(t *testing.T) {
 		"bad crc":         {[]byte(strings.Replace(string(good), `"rows": 1234567`, `"rows": 1234568`, 1)), "checksum"},
 		"unknown field":   {[]byte(strings.Replace(string(good), `"format"`, `"extra": 1, "format"`, 1)), `unknown field "extra"`},
 		"unknown nested":  {resignEnvelope(t, []byte(strings.Replace(string(good), `"oid"`, `"priority": 1, "oid"`, 1))), `unknown field "priority"`},
-		"wrong version":   {[]byte(strings.Replace(string(good), `"version": 3`, `"version": 4`, 1)), "version 4"},
+		"wrong version":   {[]byte(strings.Replace(string(good), `"version": 4`, `"version": 5`, 1)), "version 5"},
 		"bad streak":      {withBody(func(b *ledgerBody) { b.Entries[0].Streak = &streakJSON{Signature: "x", Count: 0} }), "streak count 0"},
 		"parked, no time": {withBody(func(b *ledgerBody) { b.Entries[0].Parked = &parkedJSON{Reason: "x", Count: 2} }), "parked without a time"},
 		"bad reloads":     {withBody(func(b *ledgerBody) { b.Reloads = map[string]int64{"type_change": -1} }), `reloads: "type_change"`},
@@ -363,10 +362,7 @@ func TestLedgerGoldenAndUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := snapshotFile(t, l)
 
 	for _, old := range []string{"loads_v1.json", "loads_v2.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", old))
@@ -387,12 +383,8 @@ func TestLedgerGoldenAndUpgrade(t *testing.T) {
 		if err := lo.Put(want[1]); err != nil {
 			t.Fatal(err)
 		}
-		again, err := os.ReadFile(filepath.Join(oldDir, LedgerFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(again) != string(got) {
-			t.Errorf("a changed %s is not rewritten as version 3:\n%s", old, again)
+		if again := snapshotFile(t, lo); string(again) != string(got) {
+			t.Errorf("a changed %s is not rewritten as version 4:\n%s", old, again)
 		}
 	}
 
@@ -409,18 +401,99 @@ func TestLedgerGoldenAndUpgrade(t *testing.T) {
 	if err := l.CountReload(ReloadRequested); err != nil {
 		t.Fatal(err)
 	}
-	got, err = os.ReadFile(filepath.Join(dir, LedgerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	statefiletest.Golden(t, filepath.Join("testdata", "loads_v3.json"), got, *update)
 	reopened, err := OpenLedger(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(reopened.All(), l.All()) || !reflect.DeepEqual(reopened.Reloads(), map[string]int64{ReloadValueRefused: 2, ReloadRequested: 1}) {
-		t.Fatalf("reopened: %+v %v", reopened.All(), reopened.Reloads())
+		t.Fatalf("reopened from the journal: %+v %v", reopened.All(), reopened.Reloads())
 	}
+	got = snapshotFile(t, l)
+	statefiletest.Golden(t, filepath.Join("testdata", "loads_v4.json"), got, *update)
+
+	// Version 3 (testdata/loads_v3.json, as walshadow wrote it whole on
+	// every change) reads to the same state, and its next change rewrites
+	// it as version 4.
+	b, err := os.ReadFile(filepath.Join("testdata", "loads_v3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := OpenLedger(writeLedgerFile(t, b))
+	if err != nil {
+		t.Fatalf("loads_v3.json refused: %v", err)
+	}
+	if !reflect.DeepEqual(v3.All(), l.All()) || !reflect.DeepEqual(v3.Reloads(), l.Reloads()) {
+		t.Fatalf("loads_v3.json read as %+v %v", v3.All(), v3.Reloads())
+	}
+	if err := v3.Put(v3.All()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if again := readFile(t, v3.path); string(again) != string(got) {
+		t.Errorf("a changed loads_v3.json is not rewritten as version 4:\n%s", again)
+	}
+}
+
+// TestLedgerJournal: after its first change a ledger's changes are
+// appended to its journal, never rewriting the file; reopening (and
+// ReadLedger, which refuses changes) replays them.
+func TestLedgerJournal(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(sampleEntry(1, "first")); err != nil {
+		t.Fatal(err)
+	}
+	snap := readFile(t, l.path)
+	for i := range 50 {
+		if err := l.Put(sampleEntry(uint32(i+2), fmt.Sprintf("t%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Delete(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CountReload(ReloadRequested); err != nil {
+		t.Fatal(err)
+	}
+	if now := readFile(t, l.path); string(now) != string(snap) {
+		t.Fatal("a change after the first rewrote the whole file")
+	}
+	for name, open := range map[string]func(string) (*Ledger, error){"OpenLedger": OpenLedger, "ReadLedger": ReadLedger} {
+		again, err := open(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(again.All(), l.All()) || !reflect.DeepEqual(again.Reloads(), l.Reloads()) {
+			t.Fatalf("%s: %d entries %v, want %d %v", name, len(again.All()), again.Reloads(), len(l.All()), l.Reloads())
+		}
+	}
+	ro, _ := ReadLedger(dir)
+	if err := ro.Put(sampleEntry(99, "refused")); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("a change through ReadLedger: %v", err)
+	}
+}
+
+// snapshotFile compacts l's journal into its file and returns the file.
+func snapshotFile(t testing.TB, l *Ledger) []byte {
+	t.Helper()
+	l.mu.Lock()
+	err := l.j.Compact(ledgerBodyOf(l.entries, l.reloads))
+	l.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readFile(t, l.path)
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestLedgerPutLoadKeepsFailures: the engine's record of a load in

@@ -34,6 +34,32 @@
 // A file written before the envelope existed (a JSON object without
 // "body") is handed to the owner's legacy reader, once: the next write
 // puts it in the envelope.
+//
+// # Journaled files
+//
+// A file holding one entry per table (the output's baseline and its load
+// ledger) rewritten whole on every change would cost, over a start that
+// loads N tables, time and bytes in N squared. Such a file is a snapshot,
+// the file in its envelope as above, and a journal beside it
+// (path + JournalSuffix) of the changes since, appended and synced one at a
+// time (journal.go):
+//
+//	journal := header record, change record*
+//	record  := length uint32 LE | crc32c uint32 LE (CRC-32C of payload) | payload (length bytes)
+//	header  := {"format": "walshadow-loads",   the snapshot's Spec.Format
+//	            "snapshot_crc32c": 3118023421, CRC-32C of the snapshot file's bytes
+//	            "snapshot_bytes": 20480}       its size (0 and 0: no snapshot)
+//
+// A change record's payload is its owner's (a JSON document). A journal
+// whose header does not match the snapshot beside it was written before
+// that snapshot (a crash between a compaction's two steps, or an older
+// walshadow that rewrote the file whole) and is ignored: the snapshot
+// holds its changes. What a crash during an append can leave at the end
+// (a record cut short, a last record whose checksum fails, zeros) ends
+// the journal, and the next append cuts it off; a bad record with more
+// after it is corrupt. When the journal outgrows its snapshot (and
+// 1 MiB), the snapshot is rewritten with every change, then an empty
+// journal that follows it takes the old one's place, each atomically.
 package statefile
 
 import (

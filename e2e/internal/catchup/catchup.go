@@ -89,7 +89,7 @@ func WaitLoads(t testing.TB, c *testrig.Child, stateDir string, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	for {
 		var pending []string
-		ledger, err := load.OpenLedger(string(statefile.StateDir(stateDir).Output()))
+		ledger, err := load.ReadLedger(string(statefile.StateDir(stateDir).Output()))
 		if err == nil {
 			for _, e := range ledger.All() {
 				if e.Phase != load.PhaseDone {
