@@ -155,8 +155,8 @@ func (o *chOutput) dropLeftoverDelta(ctx context.Context, d *desclog.Descriptor,
 // its name, so the new table never shows the old one's rows. Two followed
 // relations on one target are refused.
 func (o *chOutput) evictRetained(ctx context.Context, d *desclog.Descriptor, target clickhouse.Target) error {
-	for _, a := range o.store.All() {
-		if a.Oid == d.Oid || a.Target != target {
+	for _, a := range o.store.OnTarget(target) {
+		if a.Oid == d.Oid {
 			continue
 		}
 		if !a.Dropped && !a.Left {

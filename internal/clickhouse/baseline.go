@@ -132,6 +132,9 @@ type Store struct {
 	path   string
 	j      *statefile.Journal // nil: read-only (ReadStore)
 	agreed map[uint32]*Agreed
+	// byTarget indexes agreed by target: a new relation's agreement asks
+	// who else writes to its table, which must not cost every agreement.
+	byTarget map[Target]map[uint32]bool
 }
 
 // baselineSpec is the baseline file's envelope; baselineSpecV2 reads the
@@ -149,7 +152,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating baseline directory %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, path: statefile.OutputDir(dir).Baseline(), agreed: map[uint32]*Agreed{}}
+	s := newStore(dir)
 	// Before the statefile envelope the store wrote its own temp files,
 	// baseline.json.tmp-<random>, which a crash of an older walshadow can
 	// have left behind; nothing else removes them. (statefile.Spec.Write's
@@ -171,11 +174,46 @@ func OpenStore(dir string) (*Store, error) {
 	return s, s.replay(records)
 }
 
+func newStore(dir string) *Store {
+	return &Store{dir: dir, path: statefile.OutputDir(dir).Baseline(), agreed: map[uint32]*Agreed{}, byTarget: map[Target]map[uint32]bool{}}
+}
+
+// set makes a the agreement of its oid in memory, nil forgetting oid's.
+func (s *Store) set(oid uint32, a *Agreed) {
+	if old := s.agreed[oid]; old != nil {
+		delete(s.byTarget[old.Target], oid)
+		if len(s.byTarget[old.Target]) == 0 {
+			delete(s.byTarget, old.Target)
+		}
+	}
+	if a == nil {
+		delete(s.agreed, oid)
+		return
+	}
+	s.agreed[oid] = a
+	if s.byTarget[a.Target] == nil {
+		s.byTarget[a.Target] = map[uint32]bool{}
+	}
+	s.byTarget[a.Target][oid] = true
+}
+
+// OnTarget returns copies of the agreements on target, by oid.
+func (s *Store) OnTarget(target Target) []*Agreed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var on []*Agreed
+	for oid := range s.byTarget[target] {
+		on = append(on, s.agreed[oid].Clone())
+	}
+	slices.SortFunc(on, func(a, b *Agreed) int { return cmp.Compare(a.Oid, b.Oid) })
+	return on
+}
+
 // ReadStore reads the store in dir while its owner may be changing it
 // (walshadow status, comparisons in tests): nothing is created or removed,
 // and every change is refused.
 func ReadStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, path: statefile.OutputDir(dir).Baseline(), agreed: map[uint32]*Agreed{}}
+	s := newStore(dir)
 	records, err := statefile.ReadJournal(s.path, baselineSpec, s.readSnapshot)
 	if err != nil {
 		return nil, err
@@ -200,7 +238,7 @@ func (s *Store) readSnapshot(data []byte) error {
 		return err
 	}
 	for _, a := range list {
-		s.agreed[a.Oid] = a
+		s.set(a.Oid, a)
 	}
 	return nil
 }
@@ -221,10 +259,10 @@ func (s *Store) replay(records [][]byte) error {
 		case r.Put != nil && r.Delete == 0:
 			var a *Agreed
 			if a, err = r.Put.agreed(); err == nil {
-				s.agreed[a.Oid] = a
+				s.set(a.Oid, a)
 			}
 		case r.Put == nil && r.Delete != 0:
-			delete(s.agreed, r.Delete)
+			s.set(r.Delete, nil)
 		default:
 			err = errors.New("not exactly one of put and delete")
 		}
@@ -465,14 +503,10 @@ func (s *Store) Put(a *Agreed) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, had := s.agreed[a.Oid]
-	s.agreed[a.Oid] = a.Clone()
+	old := s.agreed[a.Oid]
+	s.set(a.Oid, a.Clone())
 	if err := s.commit(baselineRecord{Put: j}); err != nil {
-		if had {
-			s.agreed[a.Oid] = old
-		} else {
-			delete(s.agreed, a.Oid)
-		}
+		s.set(a.Oid, old)
 		return fmt.Errorf("storing the baseline of relation %s.%s (oid %d): %w", a.Schema, a.Table, a.Oid, err)
 	}
 	return nil
@@ -486,9 +520,9 @@ func (s *Store) Delete(oid uint32) error {
 	if !ok {
 		return nil
 	}
-	delete(s.agreed, oid)
+	s.set(oid, nil)
 	if err := s.commit(baselineRecord{Delete: oid}); err != nil {
-		s.agreed[oid] = old
+		s.set(oid, old)
 		return fmt.Errorf("deleting the baseline of relation oid %d: %w", oid, err)
 	}
 	return nil

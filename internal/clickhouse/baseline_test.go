@@ -211,3 +211,54 @@ func TestReadAgreedWithoutFile(t *testing.T) {
 		t.Errorf("ReadAgreed created the directory: %v", err)
 	}
 }
+
+// TestStoreOnTarget: the agreements on a target follow every Put and
+// Delete, and a reopened store (its snapshot and journal) indexes them
+// the same.
+func TestStoreOnTarget(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := Target{Database: "shop", Table: "x"}, Target{Database: "shop", Table: "y"}
+	oids := func(list []*Agreed) []uint32 {
+		var out []uint32
+		for _, a := range list {
+			out = append(out, a.Oid)
+		}
+		return out
+	}
+	put := func(oid uint32, target Target) {
+		a := sampleAgreed(t, oid)
+		a.Target = target
+		if err := s.Put(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(7, x)
+	put(5, x)
+	put(9, y)
+	if got := oids(s.OnTarget(x)); !reflect.DeepEqual(got, []uint32{5, 7}) {
+		t.Fatalf("OnTarget(x) = %v, want [5 7]", got)
+	}
+	put(7, y) // moved
+	if err := s.Delete(5); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.OnTarget(x); len(got) != 0 {
+		t.Fatalf("OnTarget(x) after the move and the delete = %v, want none", oids(got))
+	}
+	for name, open := range map[string]func(string) (*Store, error){"OpenStore": OpenStore, "ReadStore": ReadStore} {
+		if name == "OpenStore" {
+			s.j.Close()
+		}
+		again, err := open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := oids(again.OnTarget(y)); !reflect.DeepEqual(got, []uint32{7, 9}) {
+			t.Fatalf("%s: OnTarget(y) = %v, want [7 9]", name, got)
+		}
+	}
+}

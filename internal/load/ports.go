@@ -40,7 +40,7 @@ type Conn interface {
 // table's configured name.
 type Agreements interface {
 	Get(oid uint32) *clickhouse.Agreed
-	All() []*clickhouse.Agreed
+	OnTarget(t clickhouse.Target) []*clickhouse.Agreed
 	Put(a *clickhouse.Agreed) error
 }
 

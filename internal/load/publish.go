@@ -199,10 +199,8 @@ func (l *Engine) dropStale(ctx context.Context, e Entry, target, replaced clickh
 	if stale == target {
 		stale = replaced
 	} else {
-		for _, a := range l.store.All() {
-			if a.Target == stale {
-				return nil
-			}
+		if len(l.store.OnTarget(stale)) > 0 {
+			return nil
 		}
 	}
 	if err := exec(clickhouse.DropTable(stale)); err != nil {
