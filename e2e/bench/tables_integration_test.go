@@ -91,7 +91,6 @@ func BenchmarkManyTables(b *testing.B) {
 		os.Remove(profile + ".done")
 		env = append(env, childProfileEnv+"="+profile)
 	}
-	chStart := strings.TrimSpace(r.ch.HTTPQuery(b, "SELECT toString(now())"))
 	b.ResetTimer()
 	start := time.Now()
 	c := r.start(b, env...)
@@ -131,7 +130,6 @@ func BenchmarkManyTables(b *testing.B) {
 		}
 	}
 	c.Kill()
-	b.Logf("ClickHouse's queries over the run (kind: count, seconds):\n%s", r.queryLog(b, chStart))
 	compared := r.compareTables(b, n, more, w.altered)
 	b.Logf("converged %v after the workload's last commit; %d tables compared equal", converged.Sub(w.lastCommit).Round(time.Millisecond), compared)
 	b.Logf("walshadow: %.1f s of CPU, peak RSS %d MiB", cpu.Own.Seconds(), peak>>20)
@@ -310,16 +308,6 @@ func (r *backlogRig) compareTables(b *testing.B, n, more int, altered []string) 
 		equal++
 	}
 	return equal
-}
-
-// queryLog sums ClickHouse's finished queries since from (a server time)
-// by their first two words: what the loads and the output asked of it.
-func (r *backlogRig) queryLog(b *testing.B, from string) string {
-	b.Helper()
-	r.ch.HTTPQuery(b, "SYSTEM FLUSH LOGS")
-	return strings.TrimSpace(r.ch.HTTPQuery(b, `SELECT arrayStringConcat(arraySlice(splitByWhitespace(upper(query)), 1, 2), ' ') AS kind,
-		count(), round(sum(query_duration_ms) / 1e3, 1) AS s FROM system.query_log
-		WHERE type = 'QueryFinish' AND event_time >= toDateTime('`+from+`') GROUP BY kind ORDER BY s DESC LIMIT 12 FORMAT TSV`))
 }
 
 // head is at most the first n of s.
