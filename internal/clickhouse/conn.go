@@ -330,6 +330,50 @@ func catalogRace(err error, t Target) bool {
 		!strings.Contains(exception.Message, "."+t.Table+" doesn't exist")
 }
 
+// ExistingTables reports which of names are tables of database, in one
+// query (Table reads a table's columns too). A catalog race is retried as
+// Table retries it.
+func (c *Conn) ExistingTables(ctx context.Context, database string, names ...string) (map[string]bool, error) {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = QuoteString(n)
+	}
+	sql := "SELECT name FROM system.tables WHERE database = " + QuoteString(database) + " AND name IN (" + strings.Join(quoted, ", ") + ")"
+	for attempt := 1; ; attempt++ {
+		found, err := c.existing(ctx, sql)
+		if err == nil || attempt == catalogRaceAttempts || !catalogRace(err, Target{Database: database}) {
+			if err != nil {
+				err = fmt.Errorf("looking up %d table(s) of %s in system.tables: %w", len(names), QuoteIdent(database), err)
+			}
+			return found, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *Conn) existing(ctx context.Context, sql string) (map[string]bool, error) {
+	p := c.pool()
+	rows, err := p.Query(ctx, sql)
+	if err != nil {
+		c.noteFailure(p, err)
+		return nil, err
+	}
+	defer rows.Close()
+	found := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		found[name] = true
+	}
+	return found, rows.Err()
+}
+
 func (c *Conn) table(ctx context.Context, t Target) (CHTable, error) {
 	var n uint64
 	p := c.pool()

@@ -225,11 +225,11 @@ func (l *Engine) backupPass(ctx context.Context, oids []uint32) ([]uint32, error
 		}
 		return stale, nil
 	}
-	coord, err := l.connectSource(ctx)
+	coord, err := l.sources.get(ctx)
 	if err != nil {
 		return oids, err
 	}
-	defer coord.Close(context.Background())
+	defer l.sources.put(coord)
 	s, _, err := l.coverage(ctx, coord, fmt.Sprintf("%d table(s) from a base backup", len(order)))
 	if err != nil {
 		return oids, err

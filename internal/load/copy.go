@@ -202,11 +202,11 @@ func (l *Engine) loadCopy(ctx context.Context, oid uint32) error {
 	if err := l.prepareStaging(ctx, &e, a); err != nil {
 		return err
 	}
-	coord, err := l.connectSource(ctx)
+	coord, err := l.sources.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer coord.Close(context.Background())
+	defer l.sources.put(coord)
 	s, n0, err := l.coverage(ctx, coord, name)
 	if err != nil {
 		return err
@@ -326,11 +326,11 @@ func (l *Engine) copyRanges(ctx context.Context, ranges []CtidRange, fn func(con
 // snapshot into the staging table.
 func (l *Engine) copyRange(ctx context.Context, snapID string, rel sourceRelation, r CtidRange, cols []*desclog.Column,
 	ts *clickhouse.RowLayout, staging clickhouse.Target, s wal.LSN, seq *atomic.Uint32, counted func(rows, bytes int64)) error {
-	conn, err := l.connectSource(ctx)
+	conn, err := l.sources.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer l.sources.put(conn)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err

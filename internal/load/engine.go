@@ -21,6 +21,7 @@ type Engine struct {
 	store   Agreements
 	ledger  *Ledger
 	limiter *Limiter
+	sources *sourcePool // source connections between loads
 	m       *loadMetrics
 	log     *service.Logger
 
@@ -62,14 +63,22 @@ type loadRun struct {
 }
 
 // New makes the engine of the loads ledger records, loading from src into
-// dst, whose agreed shapes store holds. Nothing runs until Resume or
-// Launch.
+// dst, whose agreed shapes store holds. No load runs until Resume or
+// Launch (only the closing of idle source connections).
 func New(cfg Config, src Source, dst Destination, store Agreements, ledger *Ledger, log *service.Logger, m *service.Metrics) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, src: src, dst: dst, store: store, ledger: ledger, limiter: NewLimiter(cfg.MaxRate), m: newLoadMetrics(m), log: log,
+	l := &Engine{cfg: cfg, src: src, dst: dst, store: store, ledger: ledger, limiter: NewLimiter(cfg.MaxRate), m: newLoadMetrics(m), log: log,
 		tables: make(chan struct{}, cfg.Workers), streams: make(chan struct{}, cfg.Workers),
 		ctx: ctx, cancel: cancel, runs: map[uint32]*loadRun{}, gen: map[uint32]uint64{}, filters: map[uint32]pgSnapshot{},
 		restartReason: map[uint32]string{}}
+	// A load holds its coordinator and up to Workers COPY streams.
+	l.sources = newSourcePool(2*max(cfg.Workers, 1), l.connectSource)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.sources.run(ctx)
+	}()
+	return l
 }
 
 // Ledger is the loads' durable record.

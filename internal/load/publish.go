@@ -93,29 +93,19 @@ func (l *Engine) swap(ctx context.Context, e Entry) error {
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
 	delta := clickhouse.Target{Database: e.Database, Table: DeltaName(e.Target, e.Oid)}
 	replaced := clickhouse.Target{Database: e.Database, Table: e.Old}
-	exists := func(t clickhouse.Target) (bool, error) {
-		ch, err := conn.Table(ctx, t)
-		if err != nil {
-			return false, err
-		}
-		return ch.Exists, nil
-	}
 	exec := func(sql string) error {
 		if err := conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("publishing the load of %s.%s: %s: %w", e.Schema, e.Table, clickhouse.StatementHead(sql), err)
 		}
 		return nil
 	}
-	hasStaging, err := exists(staging)
+	// (staging, target and replaced share e.Database.)
+	exist, err := conn.ExistingTables(ctx, e.Database, staging.Table, target.Table)
 	if err != nil {
 		return err
 	}
-	if hasStaging {
-		hasTarget, err := exists(target)
-		if err != nil {
-			return err
-		}
-		if err := l.takeName(ctx, &e, staging, target, replaced, hasTarget, exec); err != nil {
+	if exist[staging.Table] {
+		if err := l.takeName(ctx, &e, staging, target, replaced, exist[target.Table], exec); err != nil {
 			return err
 		}
 	}
