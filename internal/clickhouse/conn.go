@@ -330,60 +330,41 @@ func catalogRace(err error, t Target) bool {
 		!strings.Contains(exception.Message, "."+t.Table+" doesn't exist")
 }
 
-// ExistingTables reports which of names are tables of database, in one
-// query (Table reads a table's columns too). A catalog race is retried as
-// Table retries it.
+// ExistingTables reports which of names are tables of database.
 func (c *Conn) ExistingTables(ctx context.Context, database string, names ...string) (map[string]bool, error) {
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = QuoteString(n)
-	}
-	sql := "SELECT name FROM system.tables WHERE database = " + QuoteString(database) + " AND name IN (" + strings.Join(quoted, ", ") + ")"
-	for attempt := 1; ; attempt++ {
-		found, err := c.existing(ctx, sql)
-		if err == nil || attempt == catalogRaceAttempts || !catalogRace(err, Target{Database: database}) {
-			if err != nil {
-				err = fmt.Errorf("looking up %d table(s) of %s in system.tables: %w", len(names), QuoteIdent(database), err)
-			}
-			return found, err
-		}
-		select {
-		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-func (c *Conn) existing(ctx context.Context, sql string) (map[string]bool, error) {
-	p := c.pool()
-	rows, err := p.Query(ctx, sql)
-	if err != nil {
-		c.noteFailure(p, err)
-		return nil, err
-	}
-	defer rows.Close()
 	found := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
+	p := c.pool()
+	for _, name := range names {
+		ok, err := tableExists(ctx, p, Target{Database: database, Table: name})
+		if err != nil {
+			c.noteFailure(p, err)
 			return nil, err
 		}
-		found[name] = true
+		found[name] = ok
 	}
-	return found, rows.Err()
+	return found, nil
+}
+
+// tableExists asks whether t exists with EXISTS TABLE, which looks the one
+// name up: a query of system.tables by name reads a row for every table
+// of the database first (18.16), 30 ms with 5,000 tables, and an output
+// asks it of every table it agrees on.
+func tableExists(ctx context.Context, p driver.Conn, t Target) (bool, error) {
+	var n uint8
+	if err := p.QueryRow(ctx, "EXISTS TABLE "+QuoteQualified(t)).Scan(&n); err != nil {
+		return false, fmt.Errorf("looking up %s: %w", QuoteQualified(t), err)
+	}
+	return n == 1, nil
 }
 
 func (c *Conn) table(ctx context.Context, t Target) (CHTable, error) {
-	var n uint64
 	p := c.pool()
-	err := p.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+QuoteString(t.Database)+
-		" AND name = "+QuoteString(t.Table)).Scan(&n)
+	ok, err := tableExists(ctx, p, t)
 	if err != nil {
 		c.noteFailure(p, err)
-		return CHTable{}, fmt.Errorf("looking up %s in system.tables: %w", QuoteQualified(t), err)
+		return CHTable{}, err
 	}
-	if n == 0 {
+	if !ok {
 		return CHTable{}, nil
 	}
 	// system.columns lists a table's columns in definition order (18.16
