@@ -17,8 +17,8 @@ import (
 const JournalSuffix = ".journal"
 
 // journalMinCompact is the journal size below which it is never compacted,
-// however small its snapshot.
-const journalMinCompact = 1 << 20
+// however small its snapshot (a variable for tests).
+var journalMinCompact int64 = 1 << 20
 
 // recordHeader is a record's length and checksum.
 const recordHeader = 8

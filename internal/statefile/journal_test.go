@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -241,4 +243,83 @@ func FuzzSplitRecords(f *testing.F) {
 			t.Fatalf("records re-encode to %x, the data up to %d is %x", again, end, data[:end])
 		}
 	})
+}
+
+// TestJournalCrashAnywhere replays random changes, compacting often, and
+// after each one opens what a crash at that moment could leave: the files
+// as they are, and the journal followed by part of the next change's
+// record. Each must read as every change acknowledged so far, no more.
+func TestJournalCrashAnywhere(t *testing.T) {
+	saved := journalMinCompact
+	journalMinCompact = 256
+	defer func() { journalMinCompact = saved }()
+	rng := rand.New(rand.NewPCG(7, 7))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	s := openKV(t, path)
+	model := map[string]string{}
+	compactions := 0
+	for step := range 400 {
+		k := fmt.Sprintf("k%d", rng.IntN(20))
+		v := ""
+		if rng.IntN(4) != 0 {
+			v = strings.Repeat(fmt.Sprint(step), 1+rng.IntN(8))
+		}
+		before, _ := os.ReadFile(path)
+		s.set(k, v)
+		if string(readFile(t, path)) != string(before) {
+			compactions++
+		}
+		if v == "" {
+			delete(model, k)
+		} else {
+			model[k] = v
+		}
+		// The files as they are.
+		crash := t.TempDir()
+		cpath := filepath.Join(crash, "state.json")
+		copyFile(t, path, cpath)
+		copyFile(t, path+JournalSuffix, cpath+JournalSuffix)
+		sameMap(t, fmt.Sprintf("step %d, as written", step), readKV(t, cpath), model)
+		// Part of the next record written.
+		next := appendRecord(nil, []byte(fmt.Sprintf("k%d=torn", rng.IntN(20))))
+		cut := rng.IntN(len(next))
+		f, err := os.OpenFile(cpath+JournalSuffix, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(next[:cut])
+		f.Close()
+		again := openKV(t, cpath)
+		sameMap(t, fmt.Sprintf("step %d, the next record cut at byte %d of %d", step, cut, len(next)), again.m, model)
+		// A change after the torn one lands, and the torn one never shows.
+		again.set("after", "crash")
+		again.j.Close()
+		want := maps.Clone(model)
+		want["after"] = "crash"
+		sameMap(t, fmt.Sprintf("step %d, a change after the torn record", step), readKV(t, cpath), want)
+	}
+	if compactions < 10 {
+		t.Fatalf("only %d compactions in 400 changes: the test does not exercise them", compactions)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
