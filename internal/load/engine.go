@@ -22,6 +22,7 @@ type Engine struct {
 	ledger  *Ledger
 	limiter *Limiter
 	sources *sourcePool // source connections between loads
+	locked  *lockQueue  // the loads' work under the output's lock, in shared holds
 	m       *loadMetrics
 	log     *service.Logger
 
@@ -73,6 +74,7 @@ func New(cfg Config, src Source, dst Destination, store Agreements, ledger *Ledg
 		restartReason: map[uint32]string{}}
 	// A load holds its coordinator and up to Workers COPY streams.
 	l.sources = newSourcePool(2*max(cfg.Workers, 1), l.connectSource)
+	l.locked = &lockQueue{hold: dst.WithLock, ctx: ctx}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -316,7 +318,7 @@ func (l *Engine) finishPublishing(ctx context.Context, oid uint32) (finishing bo
 	if !ok || e.Phase != PhasePublishing {
 		return false, nil
 	}
-	return true, l.dst.WithLock(ctx, func() error { return l.recoverPublish(ctx, e) })
+	return true, l.locked.run(func() error { return l.recoverPublish(ctx, e) })
 }
 
 // noteFailure records that the load of oid failed with err: its last
@@ -482,7 +484,7 @@ func (l *Engine) prepareStaging(ctx context.Context, e *Entry, a *clickhouse.Agr
 // step, which the copy of its structure must not fall between.
 func (l *Engine) makeStaging(ctx context.Context, e *Entry, a *clickhouse.Agreed) error {
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
-	return l.dst.WithLock(ctx, func() error {
+	return l.locked.run(func() error {
 		if now := l.store.Get(e.Oid); now == nil || now.Dropped || now.ValidFrom != a.ValidFrom || now.Target != a.Target {
 			return fmt.Errorf("%w: its agreement changed before the staging table was made", errReload)
 		}

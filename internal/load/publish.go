@@ -16,7 +16,7 @@ import (
 // database when a table already holds the name), the agreement moves to
 // that name and the delta table goes.
 func (l *Engine) publish(ctx context.Context, e *Entry, loaded *clickhouse.Agreed, gen uint64, snap pgSnapshot) error {
-	return l.dst.WithLock(ctx, func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
+	return l.locked.run(func() error { return l.publishLocked(ctx, e, loaded, gen, snap) })
 }
 
 // publishLocked is publish, under the output's lock.
@@ -81,13 +81,14 @@ func (l *Engine) publishLocked(ctx context.Context, e *Entry, loaded *clickhouse
 	if err := l.ledger.putLoad(*e); err != nil {
 		return err
 	}
-	return l.swap(ctx, *e)
+	return l.swap(ctx, *e, true)
 }
 
 // swap finishes a publish whose copy-back is done: from any point a crash
 // left it at, since each step is recognised by what ClickHouse and the
-// agreement hold.
-func (l *Engine) swap(ctx context.Context, e Entry) error {
+// agreement hold. staged: the staging table is known to exist (the
+// copy-back just wrote it), so only the target is looked up.
+func (l *Engine) swap(ctx context.Context, e Entry, staged bool) error {
 	conn := l.dst.Conn()
 	target := clickhouse.Target{Database: e.Database, Table: e.Target}
 	staging := clickhouse.Target{Database: e.Database, Table: e.Staging}
@@ -100,9 +101,16 @@ func (l *Engine) swap(ctx context.Context, e Entry) error {
 		return nil
 	}
 	// (staging, target and replaced share e.Database.)
-	exist, err := conn.ExistingTables(ctx, e.Database, staging.Table, target.Table)
+	lookup := []string{staging.Table, target.Table}
+	if staged {
+		lookup = lookup[1:]
+	}
+	exist, err := conn.ExistingTables(ctx, e.Database, lookup...)
 	if err != nil {
 		return err
+	}
+	if staged {
+		exist[staging.Table] = true
 	}
 	if exist[staging.Table] {
 		if err := l.takeName(ctx, &e, staging, target, replaced, exist[target.Table], exec); err != nil {
@@ -226,7 +234,7 @@ func (l *Engine) finish(e *Entry) error {
 // Connect, before any batch: nothing wrote the delta table since the
 // copy-back).
 func (l *Engine) recoverPublish(ctx context.Context, e Entry) error {
-	if err := l.swap(ctx, e); err != nil {
+	if err := l.swap(ctx, e, false); err != nil {
 		return err
 	}
 	l.log.Infof("initial load of %s: finished the publish a restart or a lost ClickHouse interrupted", describeLoad(e))
