@@ -14,12 +14,22 @@ import (
 // into place and fsyncs the directory. The temporary file is removed on
 // failure.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode, beforeRename func(tmp string) error) error {
+	return WriteFileAtomicParts(path, [][]byte{data}, perm, beforeRename)
+}
+
+// WriteFileAtomicParts is WriteFileAtomic of the parts written one after
+// the other (a large file is not copied into one buffer first).
+func WriteFileAtomicParts(path string, parts [][]byte, perm os.FileMode, beforeRename func(tmp string) error) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	_, err = f.Write(data)
+	for _, part := range parts {
+		if err == nil {
+			_, err = f.Write(part)
+		}
+	}
 	if err == nil {
 		err = f.Sync()
 	}

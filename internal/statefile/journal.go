@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"time"
@@ -256,14 +257,18 @@ func (j *Journal) Compact(body any) error {
 // even when making the journal failed).
 func (j *Journal) compact(body any) (written bool, err error) {
 	j.untie()
-	snap, err := j.spec.Encode(body)
+	parts, err := j.spec.encodeParts(body)
 	if err != nil {
 		return false, err
 	}
-	if err := fsutil.WriteFileAtomic(j.path, snap, 0o600, nil); err != nil {
+	if err := fsutil.WriteFileAtomicParts(j.path, parts, 0o600, nil); err != nil {
 		return false, err
 	}
-	tie := journalHeader{Format: j.spec.Format, SnapshotCRC: CRC(snap), SnapshotBytes: int64(len(snap))}
+	tie := journalHeader{Format: j.spec.Format}
+	for _, p := range parts {
+		tie.SnapshotCRC = crc32.Update(tie.SnapshotCRC, castagnoli, p)
+		tie.SnapshotBytes += int64(len(p))
+	}
 	j.tie = tie
 	head, err := json.Marshal(tie)
 	if err != nil {

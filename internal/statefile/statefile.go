@@ -113,14 +113,23 @@ func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // Encode is the file holding body in s's envelope.
 func (s Spec) Encode(body any) ([]byte, error) {
+	parts, err := s.encodeParts(body)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Join(parts, nil), nil
+}
+
+// encodeParts is Encode's file in three parts (the envelope's head, the
+// body, its end), so that a large body is not copied to be written.
+func (s Spec) encodeParts(body any) ([][]byte, error) {
 	b, err := json.MarshalIndent(body, "  ", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", s.Format, err)
 	}
 	format, _ := json.Marshal(s.Format)
-	var out bytes.Buffer
-	fmt.Fprintf(&out, "{\n  \"format\": %s,\n  \"version\": %d,\n  \"crc32c\": %d,\n  \"body\": %s\n}\n", format, s.Version, CRC(b), b)
-	return out.Bytes(), nil
+	head := fmt.Sprintf("{\n  \"format\": %s,\n  \"version\": %d,\n  \"crc32c\": %d,\n  \"body\": ", format, s.Version, CRC(b))
+	return [][]byte{[]byte(head), b, []byte("\n}\n")}, nil
 }
 
 // Write replaces path with body in s's envelope, atomically (mode 0600).
@@ -129,11 +138,11 @@ func (s Spec) Write(path string, body any) error { return s.WriteWith(path, body
 // WriteWith is Write calling beforeRename on the temporary file before it
 // takes path's place (to hand it to another owner, say).
 func (s Spec) WriteWith(path string, body any, beforeRename func(tmp string) error) error {
-	b, err := s.Encode(body)
+	parts, err := s.encodeParts(body)
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(path, b, 0o600, beforeRename)
+	return fsutil.WriteFileAtomicParts(path, parts, 0o600, beforeRename)
 }
 
 // Read decodes path's body into body. No file: an error satisfying
