@@ -599,7 +599,7 @@ func (o *chOutput) Connect(ctx context.Context) error {
 		if err := o.repairNodes(ctx); err != nil {
 			return err
 		}
-		if err := o.reconcileAll(ctx); err != nil {
+		if err := o.reconcileStart(ctx); err != nil {
 			return err
 		}
 		if err := o.restoreParked(ctx); err != nil {

@@ -371,6 +371,23 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 	return nil
 }
 
+// reconcileStart is reconcileAll with the agreements recorded on disk once
+// at its end, not once each (a first start over 10,000 tables makes
+// 10,000): nothing reads them from disk before the start ends. A crash
+// before that loses some: their tables on ClickHouse are then an earlier
+// load's delta tables to the next start, which drops them
+// (dropLeftoverDelta). The loads' records stay synced one by one, before
+// each agreement: the page cache may write a later file first, and an
+// agreement on a delta table whose load is not recorded would never load.
+func (o *chOutput) reconcileStart(ctx context.Context) error {
+	o.store.DeferSync()
+	err := o.reconcileAll(ctx)
+	if serr := o.store.Sync(); serr != nil {
+		return errors.Join(err, globalf("recording the start's agreed shapes: %w", serr))
+	}
+	return err
+}
+
 // reconcileAll agrees on every relation in scope at start: tables missing
 // on ClickHouse are created (and columns dropped there re-added), tables
 // never seen get their first agreement. Changes made on the source while

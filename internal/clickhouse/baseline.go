@@ -528,6 +528,27 @@ func (s *Store) Delete(oid uint32) error {
 	return nil
 }
 
+// DeferSync makes the next changes return before they are on disk, until
+// Sync (statefile.Journal.DeferSync): for many made together, where
+// nothing depends on their durability before Sync.
+func (s *Store) DeferSync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.j != nil {
+		s.j.DeferSync()
+	}
+}
+
+// Sync makes the changes since DeferSync durable.
+func (s *Store) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.j == nil {
+		return nil
+	}
+	return s.j.Sync()
+}
+
 // commit appends r, a change already made to s.agreed, to the journal
 // (s.mu held).
 func (s *Store) commit(r baselineRecord) error {

@@ -1,7 +1,6 @@
 package statefile
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -44,6 +43,11 @@ type Journal struct {
 	tied bool
 	end  int64
 	f    *os.File // open for appending once tied
+	// deferred: changes are kept in the owner's memory until Sync, which
+	// writes them all as one compaction (pending: the last change's
+	// snapshot, nil when there is none to write).
+	deferred bool
+	pending  func() (any, error)
 }
 
 // OpenJournal reads the journaled state file at path for its owner: the
@@ -123,38 +127,50 @@ func readJournaled(path string, spec Spec, readSnapshot func(data []byte) error)
 }
 
 // splitRecords splits a journal into its records' payloads; end is where
-// the last whole one ends. What a crash during the last write can leave
-// ends the journal: a record cut short (fewer bytes than its header or
-// length says), a last record whose checksum fails, or zeros (space
-// allocated, never written). A bad record with more after it is damage.
+// the last whole one ends. A bad record (a length of 0 or past the end, a
+// checksum that fails) is what a crash during the last append can leave
+// (its pages need not reach the disk in order: zeros, then part of it)
+// and ends the journal, unless a whole record follows it somewhere: then
+// it is damage to a record that was synced, and the journal is corrupt.
 func splitRecords(data []byte) (records [][]byte, end int64, err error) {
 	off := 0
 	for off < len(data) {
-		rest := data[off:]
-		if len(rest) < recordHeader {
-			return records, int64(off), nil
-		}
-		n := int64(binary.LittleEndian.Uint32(rest))
-		sum := binary.LittleEndian.Uint32(rest[4:])
-		switch {
-		case n == 0 && len(bytes.Trim(rest, "\x00")) == 0:
-			return records, int64(off), nil
-		case n == 0:
-			return nil, 0, fmt.Errorf("record at byte %d: length 0", off)
-		case int64(len(rest)-recordHeader) < n:
-			return records, int64(off), nil
-		}
-		payload := rest[recordHeader : recordHeader+n]
-		if CRC(payload) != sum {
-			if int64(len(rest)-recordHeader) == n {
-				return records, int64(off), nil
+		n, ok := recordAt(data, off)
+		if !ok {
+			if q := wholeRecordAfter(data, off+1); q >= 0 {
+				return nil, 0, fmt.Errorf("record at byte %d is damaged, and a whole one follows at byte %d", off, q)
 			}
-			return nil, 0, fmt.Errorf("record at byte %d: checksum mismatch, and more follows", off)
+			return records, int64(off), nil
 		}
-		records = append(records, payload)
-		off += recordHeader + int(n)
+		records = append(records, data[off+recordHeader:off+recordHeader+n])
+		off += recordHeader + n
 	}
 	return records, int64(off), nil
+}
+
+// recordAt reports whether a whole record starts at off, and its payload's
+// length.
+func recordAt(data []byte, off int) (int, bool) {
+	if len(data)-off < recordHeader {
+		return 0, false
+	}
+	n := int64(binary.LittleEndian.Uint32(data[off:]))
+	if n == 0 || n > int64(len(data)-off-recordHeader) {
+		return 0, false
+	}
+	payload := data[off+recordHeader : off+recordHeader+int(n)]
+	return int(n), CRC(payload) == binary.LittleEndian.Uint32(data[off+4:])
+}
+
+// wholeRecordAfter is the first offset from from on where a whole record
+// starts, -1 for none.
+func wholeRecordAfter(data []byte, from int) int {
+	for q := from; q+recordHeader < len(data); q++ {
+		if _, ok := recordAt(data, q); ok {
+			return q
+		}
+	}
+	return -1
 }
 
 // appendRecord frames payload as a record.
@@ -176,6 +192,10 @@ func appendRecord(buf, payload []byte) []byte {
 func (j *Journal) Append(payload []byte, snapshot func() (any, error)) error {
 	if len(payload) == 0 {
 		return errors.New("appending an empty journal record")
+	}
+	if j.deferred {
+		j.pending = snapshot
+		return nil
 	}
 	if !j.tied {
 		body, err := snapshot()
@@ -234,6 +254,34 @@ func (j *Journal) reopen() error {
 	}
 	j.f = f
 	return nil
+}
+
+// DeferSync makes the next appends return at once, writing nothing, until
+// Sync writes them all in one compaction: many changes made together (an
+// output's start agreeing on every table) then cost one atomic rewrite of
+// the file, not a synced record each. Until Sync returns they are not on
+// disk at all: the owner must not let anything depend on them before.
+// (Records appended without a sync each could reach the disk out of
+// order, leaving a hole that reads as damage.)
+func (j *Journal) DeferSync() { j.deferred = true }
+
+// Sync writes the changes appended since DeferSync (one compaction) and
+// appends records one by one again from then on.
+func (j *Journal) Sync() error {
+	j.deferred = false
+	snapshot := j.pending
+	j.pending = nil
+	if snapshot == nil {
+		return nil
+	}
+	body, err := snapshot()
+	if err != nil {
+		return err
+	}
+	if written, err := j.compact(body); !written {
+		return err
+	}
+	return nil // (a journal not made is made at the next Append)
 }
 
 // untie closes the journal: the next Append compacts first (a write that

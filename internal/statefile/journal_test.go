@@ -158,7 +158,7 @@ func TestJournalDamageBeforeTheEnd(t *testing.T) {
 	}
 	_, _, err := OpenJournal(path, journalSpec, func(data []byte) error { return nil })
 	var se *Error
-	if !errors.As(err, &se) || se.Truncated || !strings.Contains(err.Error(), "checksum mismatch, and more follows") || se.Path != jp {
+	if !errors.As(err, &se) || se.Truncated || !strings.Contains(err.Error(), "is damaged, and a whole one follows") || se.Path != jp {
 		t.Fatalf("damage before the last record: got %v, want a corrupt *Error naming %s", err, jp)
 	}
 }
@@ -215,10 +215,19 @@ func TestSplitRecords(t *testing.T) {
 	if err != nil || end != int64(len(b)) || len(got) != 3 || string(got[2]) != `{"x":3}` {
 		t.Fatalf("splitRecords = %q, %d, %v", got, end, err)
 	}
-	zero := append(slices.Clone(b[:len(b)-len(`{"x":3}`)-recordHeader]), make([]byte, 8)...)
-	zero = append(zero, 'x')
-	if _, _, err := splitRecords(zero); err == nil {
-		t.Fatal("a zero length followed by data is not damage")
+	// The last append's pages reached the disk out of order: zeros where
+	// its header is, then part of its payload. Torn, not damage.
+	last := appendRecord(nil, []byte(strings.Repeat("p", 100)))
+	torn := append(slices.Clone(b), make([]byte, 8)...)
+	torn = append(torn, last[8:60]...)
+	if got, end, err := splitRecords(torn); err != nil || len(got) != 3 || end != int64(len(b)) {
+		t.Fatalf("zeros then part of a payload after 3 records: %d records, end %d, %v; want 3, %d, torn", len(got), end, err, len(b))
+	}
+	// A damaged record with a whole one after it is damage.
+	damaged := slices.Clone(b)
+	damaged[recordHeader] ^= 1 // the first record's payload
+	if _, _, err := splitRecords(damaged); err == nil || !strings.Contains(err.Error(), "whole one follows at byte") {
+		t.Fatalf("a damaged first record of 3: %v", err)
 	}
 }
 
@@ -322,4 +331,39 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestJournalDeferSync: appends after DeferSync write nothing until Sync
+// writes them all in one compaction; after it each append is a synced
+// record again.
+func TestJournalDeferSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	s := openKV(t, path)
+	s.set("a", "1")
+	s.set("b", "2")
+	s.j.DeferSync()
+	for i := range 50 {
+		s.set(fmt.Sprintf("k%d", i), "v")
+	}
+	if got := readKV(t, path); len(got) != 2 {
+		t.Fatalf("a reader sees %d keys while deferred, want the 2 from before", len(got))
+	}
+	if err := s.j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readKV(t, path); len(got) != 52 {
+		t.Fatalf("after Sync a reader sees %d keys, want 52", len(got))
+	}
+	jb := readFile(t, path+JournalSuffix)
+	s.set("c", "3")
+	if after := readFile(t, path+JournalSuffix); len(after) <= len(jb) {
+		t.Fatal("an append after Sync was not written to the journal")
+	}
+	if err := s.j.Sync(); err != nil {
+		t.Fatalf("a Sync with nothing deferred: %v", err)
+	}
+	s.j.Close()
+	if got := openKV(t, path).m; len(got) != 53 {
+		t.Fatalf("reopened: %d keys, want 53", len(got))
+	}
 }

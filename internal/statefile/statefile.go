@@ -54,12 +54,15 @@
 // whose header does not match the snapshot beside it was written before
 // that snapshot (a crash between a compaction's two steps, or an older
 // walshadow that rewrote the file whole) and is ignored: the snapshot
-// holds its changes. What a crash during an append can leave at the end
-// (a record cut short, a last record whose checksum fails, zeros) ends
-// the journal, and the next append cuts it off; a bad record with more
-// after it is corrupt. When the journal outgrows its snapshot (and
-// 1 MiB), the snapshot is rewritten with every change, then an empty
-// journal that follows it takes the old one's place, each atomically.
+// holds its changes. Each record is synced before the next is written, so
+// only the last can be bad after a crash (cut short, zeros where its pages
+// did not reach the disk, a checksum that fails): a bad record ends the
+// journal, and the next append cuts it off, unless a whole record follows
+// it, which makes it damage to a synced record: the file is corrupt. When
+// the journal outgrows its snapshot (and 1 MiB), the snapshot is rewritten
+// with every change, then an empty journal that follows it takes the old
+// one's place, each atomically. Many changes made together can be
+// deferred to one such rewrite (Journal.DeferSync).
 package statefile
 
 import (
