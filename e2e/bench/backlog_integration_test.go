@@ -71,6 +71,46 @@ func profileChild(path string) {
 	}()
 }
 
+// childProfile is the environment that makes a child profile itself
+// into WALSHADOW_BENCH_PPROF (none when unset), and the CPU profile's
+// path there (walshadow-<name>.cpu.pprof, "" when unset).
+func childProfile(b *testing.B, name string) (env []string, profile string) {
+	b.Helper()
+	dir := os.Getenv("WALSHADOW_BENCH_PPROF")
+	if dir == "" {
+		return nil, ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		err = os.MkdirAll(abs, 0o755)
+	}
+	if err != nil {
+		b.Fatalf("WALSHADOW_BENCH_PPROF=%q: %v", dir, err)
+	}
+	profile = filepath.Join(abs, "walshadow-"+name+".cpu.pprof")
+	os.Remove(profile + ".done")
+	return []string{childProfileEnv + "=" + profile}, profile
+}
+
+// endChildProfile ends the CPU profile childProfile started in c (none:
+// nothing) and says where it and the heap profile at the peak are.
+func endChildProfile(b *testing.B, c *testrig.Child, profile string) {
+	b.Helper()
+	if profile == "" {
+		return
+	}
+	if err := syscall.Kill(c.Pid(), syscall.SIGUSR1); err != nil {
+		b.Errorf("ending the child's CPU profile: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(profile + ".done"); err == nil {
+			b.Logf("walshadow's CPU profile: %s (go tool pprof -top %s); its heap at the peak resident set: %s", profile, profile, strings.TrimSuffix(profile, ".cpu.pprof")+".heap.pprof")
+			return
+		}
+	}
+	b.Errorf("the child's CPU profile %s did not end within 30 s", profile)
+}
+
 // heapAtPeak writes this process's heap profile to path each time its
 // resident set reaches a new high (sampled every 100 ms), so the file
 // left says what held the memory at the peak.
@@ -397,20 +437,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 	ctx, cancel := context.WithCancel(context.Background())
 	found := make(chan senderSample, 1)
 
-	var env []string
-	profile := ""
-	if dir := os.Getenv("WALSHADOW_BENCH_PPROF"); dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err == nil {
-			err = os.MkdirAll(abs, 0o755)
-		}
-		if err != nil {
-			b.Fatalf("WALSHADOW_BENCH_PPROF=%q: %v", dir, err)
-		}
-		profile = filepath.Join(abs, "walshadow-backlog.cpu.pprof")
-		os.Remove(profile + ".done")
-		env = append(env, childProfileEnv+"="+profile)
-	}
+	env, profile := childProfile(b, "backlog")
 	b.ResetTimer()
 	machineStart, procsStart := readMachineCPU(b), readProcessCPUs(b)
 	chStart := strings.TrimSpace(r.ch.HTTPQuery(b, "SELECT toString(now())"))
@@ -462,18 +489,7 @@ func (r *backlogRig) measureWalshadow(b *testing.B, marker wal.LSN, timeout time
 			b.Logf("warning: slot %s is served by pid %d at completion, the sampled walsender was pid %d: walshadow reconnected and its walsender CPU is only the first connection's", r.slot, now, sender.pid)
 		}
 	}
-	if profile != "" {
-		// End the child's profile at completion, then kill it.
-		if err := syscall.Kill(c.Pid(), syscall.SIGUSR1); err != nil {
-			b.Errorf("ending the child's CPU profile: %v", err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if _, err := os.Stat(profile + ".done"); err == nil {
-				b.Logf("walshadow's CPU profile over the backlog: %s (go tool pprof -top %s); its heap at the peak resident set: %s", profile, profile, strings.TrimSuffix(profile, ".cpu.pprof")+".heap.pprof")
-				break
-			}
-		}
-	}
+	endChildProfile(b, c, profile) // at completion, then the child is killed
 	c.Kill()
 	run.parts = r.partLog(b, chStart)
 	return run

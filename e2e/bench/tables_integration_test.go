@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,20 +76,7 @@ func BenchmarkManyTables(b *testing.B) {
 		b.Fatalf("%d tables on the source, want %d", len(firstOids), n)
 	}
 
-	var env []string
-	profile := ""
-	if dir := os.Getenv("WALSHADOW_BENCH_PPROF"); dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err == nil {
-			err = os.MkdirAll(abs, 0o755)
-		}
-		if err != nil {
-			b.Fatalf("WALSHADOW_BENCH_PPROF=%q: %v", dir, err)
-		}
-		profile = filepath.Join(abs, "walshadow-tables.cpu.pprof")
-		os.Remove(profile + ".done")
-		env = append(env, childProfileEnv+"="+profile)
-	}
+	env, profile := childProfile(b, "tables")
 	b.ResetTimer()
 	start := time.Now()
 	c := r.start(b, env...)
@@ -119,17 +104,7 @@ func BenchmarkManyTables(b *testing.B) {
 	if err != nil {
 		b.Errorf("walshadow's peak RSS: %v", err)
 	}
-	if profile != "" {
-		if err := syscall.Kill(c.Pid(), syscall.SIGUSR1); err != nil {
-			b.Errorf("ending the child's CPU profile: %v", err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if _, err := os.Stat(profile + ".done"); err == nil {
-				b.Logf("walshadow's CPU profile: %s; its heap at the peak resident set: %s", profile, strings.TrimSuffix(profile, ".cpu.pprof")+".heap.pprof")
-				break
-			}
-		}
-	}
+	endChildProfile(b, c, profile)
 	c.Kill()
 	compared := r.compareTables(b, n, more, w.altered, w.dropped)
 	b.Logf("converged %v after the workload's last commit; %d tables compared equal", converged.Sub(w.lastCommit).Round(time.Millisecond), compared)
