@@ -54,6 +54,14 @@ func (o *chOutput) table(ctx context.Context, d *desclog.Descriptor, version wal
 	}
 	if !o.loads.Loading(d.Oid) {
 		o.states.set(qualified(d.Namespace, d.Name), stateFollowing)
+	} else if e, _ := o.loads.Ledger().Get(d.Oid); e.Parked == nil && !o.loads.Running(d.Oid) {
+		// A load planned whose agreement could not be made then (a reload
+		// interrupted by ClickHouse going away: the batch is retried, and
+		// its rows agree on the delta table here) starts now; nothing
+		// else would start it before a restart.
+		o.log.Infof("%s.%s: starting its initial load, planned before its delta table could be made", d.Namespace, d.Name)
+		o.states.set(qualified(d.Namespace, d.Name), stateLoading)
+		o.loads.Launch(e)
 	}
 	ts := o.tables[d.Oid]
 	if ts == nil {
