@@ -137,13 +137,11 @@ type Store struct {
 	byTarget map[Target]map[uint32]bool
 }
 
-// baselineSpec is the baseline file's envelope; baselineSpecV2 reads the
-// files an older walshadow wrote whole on every change.
-var (
-	baselineSpec = statefile.Spec{Format: "walshadow-baseline", Version: 3,
-		Remedy: "restore it from a backup of the state directory; without it the output follows every table as if for the first time"}
-	baselineSpecV2 = statefile.Spec{Format: baselineSpec.Format, Version: 2, Remedy: baselineSpec.Remedy}
-)
+// baselineSpec is the baseline file's envelope; version 2, the same body
+// in a file an older walshadow rewrote whole on every change, is read as
+// it is.
+var baselineSpec = statefile.Spec{Format: "walshadow-baseline", Version: 3, Reads: []int{2},
+	Remedy: "restore it from a backup of the state directory; without it the output follows every table as if for the first time"}
 
 // OpenStore opens (creating dir with mode 0700 if needed) the store in
 // dir and loads its baseline file. A file that cannot be trusted is a
@@ -237,6 +235,8 @@ func (s *Store) readSnapshot(data []byte) error {
 	if err != nil {
 		return err
 	}
+	// (ReadJournal reads again when a compaction raced it: start over.)
+	s.agreed, s.byTarget = map[uint32]*Agreed{}, map[Target]map[uint32]bool{}
 	for _, a := range list {
 		s.set(a.Oid, a)
 	}
@@ -278,14 +278,7 @@ func (s *Store) replay(records [][]byte) error {
 // trusted is a *statefile.Error.
 func decodeBaseline(path string, data []byte) ([]*Agreed, error) {
 	var body baselineBody
-	spec := baselineSpec
-	var head struct {
-		Version json.RawMessage `json:"version"`
-	}
-	if json.Unmarshal(data, &head) == nil && string(head.Version) == "2" {
-		spec = baselineSpecV2
-	}
-	if err := spec.Decode(path, data, &body, func(data []byte) error { return readBaselineV1(data, &body) }); err != nil {
+	if err := baselineSpec.Decode(path, data, &body, func(data []byte) error { return readBaselineV1(data, &body) }); err != nil {
 		return nil, err
 	}
 	corrupt := func(err error) error {

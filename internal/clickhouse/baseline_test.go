@@ -262,3 +262,35 @@ func TestStoreOnTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreReadSnapshotAgain: a snapshot read again (ReadJournal does when
+// a compaction raced it) replaces what the first read gave: an agreement
+// gone from the newer snapshot is gone from the store and its index.
+func TestStoreReadSnapshotAgain(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seven, nine := sampleAgreed(t, 7), sampleAgreed(t, 9)
+	nine.Target = Target{Database: "shop", Table: "nine"}
+	for _, a := range []*Agreed{seven, nine} {
+		if err := s.Put(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := snapshotFile(t, s)
+	if err := s.Delete(9); err != nil {
+		t.Fatal(err)
+	}
+	one := snapshotFile(t, s)
+	r := newStore(dir)
+	for _, snap := range [][]byte{both, one} {
+		if err := r.readSnapshot(snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Get(9) != nil || len(r.OnTarget(nine.Target)) != 0 || r.Get(7) == nil {
+		t.Fatalf("after reading the newer snapshot: oid 9 %v, on its target %d, oid 7 %v", r.Get(9) != nil, len(r.OnTarget(nine.Target)), r.Get(7) != nil)
+	}
+}

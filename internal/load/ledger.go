@@ -98,23 +98,15 @@ type Entry struct {
 const LedgerFile = statefile.LoadsName
 
 // ledgerSpec is the ledger's state-file envelope. Version 4 is version
-// 3's body as the snapshot of a journaled file; version 3 added the retry
-// economy's fields (loads, streak, parked, the reloads by reason); version
-// 2, the same body without them, is read as it is (its entries have none),
-// and version 1, the entries in a flat document of its own, is read once
-// for upgrade.
-var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 4,
+// 3's body as the snapshot of a journaled file, which a walshadow reading
+// version 3 at most refuses rather than miss the journal's changes;
+// version 3 added the retry economy's fields (loads, streak, parked, the
+// reloads by reason); versions 2 (the same body without them: its entries
+// have none) and 3 are read as they are and rewritten as version 4 at the
+// next change; version 1, the entries in a flat document of its own, is
+// read once for upgrade.
+var ledgerSpec = statefile.Spec{Format: "walshadow-loads", Version: 4, Reads: []int{2, 3},
 	Remedy: "restore it from a backup of the state directory, or remove it to reload every table whose load is not done"}
-
-// ledgerSpecV2 and ledgerSpecV3 read the files an older walshadow wrote
-// whole on every change (version 2 before the retry economy); the next
-// change rewrites them as version 4, the same body with a journal beside
-// it, which an older walshadow refuses rather than miss the journal's
-// changes.
-var (
-	ledgerSpecV2 = statefile.Spec{Format: ledgerSpec.Format, Version: 2, Remedy: ledgerSpec.Remedy}
-	ledgerSpecV3 = statefile.Spec{Format: ledgerSpec.Format, Version: 3, Remedy: ledgerSpec.Remedy}
-)
 
 const ledgerV1Version = 1
 
@@ -571,19 +563,7 @@ func entryJSONOf(e Entry) entryJSON {
 // *statefile.Error.
 func decodeLedger(path string, b []byte) (map[uint32]Entry, map[string]int64, error) {
 	var body ledgerBody
-	spec := ledgerSpec
-	var head struct {
-		Version json.RawMessage `json:"version"`
-	}
-	if json.Unmarshal(b, &head) == nil {
-		switch string(head.Version) {
-		case "2":
-			spec = ledgerSpecV2
-		case "3":
-			spec = ledgerSpecV3
-		}
-	}
-	if err := spec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
+	if err := ledgerSpec.Decode(path, b, &body, func(data []byte) error { return decodeLedgerV1(data, &body) }); err != nil {
 		return nil, nil, err
 	}
 	entries, err := entriesOf(body.Entries)

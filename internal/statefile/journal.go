@@ -69,7 +69,8 @@ func OpenJournal(path string, spec Spec, readSnapshot func(data []byte) error) (
 // ReadJournal reads a journaled state file that another process may be
 // writing (walshadow status, tests): as OpenJournal, but a journal that
 // does not follow the snapshot is read again for up to a second, since a
-// compaction replaces the snapshot, then the journal.
+// compaction replaces the snapshot, then the journal. readSnapshot may
+// then be called again: each call replaces what the last one read.
 func ReadJournal(path string, spec Spec, readSnapshot func(data []byte) error) ([][]byte, error) {
 	for try := 0; ; try++ {
 		_, records, tied, _, err := readJournaled(path, spec, readSnapshot)

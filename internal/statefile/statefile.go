@@ -73,6 +73,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/walshadow/walshadow/internal/fsutil"
 )
@@ -81,6 +82,9 @@ import (
 type Spec struct {
 	Format  string // e.g. "walshadow-manifest"
 	Version int    // the body layout this walshadow writes and reads
+	// Reads are older versions whose body this walshadow reads as it is
+	// (the next write puts it in Version).
+	Reads []int
 	// Remedy is what an operator can do about a file that cannot be
 	// trusted; it ends the error.
 	Remedy string
@@ -225,7 +229,7 @@ func (s Spec) Decode(path string, data []byte, body any, legacy func(data []byte
 	switch {
 	case format != s.Format:
 		return bad(false, fmt.Errorf("format %q, want %q", format, s.Format))
-	case version != s.Version:
+	case version != s.Version && !slices.Contains(s.Reads, version):
 		return bad(false, fmt.Errorf("version %d, this walshadow reads version %d", version, s.Version))
 	}
 	if err := json.Unmarshal(env.CRC, &crc); err != nil {

@@ -2,6 +2,7 @@ package statefile
 
 import (
 	"errors"
+	"fmt"
 	"flag"
 	"io/fs"
 	"os"
@@ -159,4 +160,29 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%q: %v is not an *Error", data, err)
 		}
 	})
+}
+
+// TestSpecReadsOlderVersions: a version in Reads is decoded as it is; one
+// neither current nor in Reads is refused, naming the version read.
+func TestSpecReadsOlderVersions(t *testing.T) {
+	older := Spec{Format: "walshadow-test", Version: 2}
+	current := Spec{Format: "walshadow-test", Version: 3, Reads: []int{2}}
+	body := map[string]int{"n": 7}
+	for _, tc := range []struct {
+		write Spec
+		ok    bool
+	}{{older, true}, {current, true}, {Spec{Format: "walshadow-test", Version: 1}, false}, {Spec{Format: "walshadow-test", Version: 4}, false}} {
+		b, err := tc.write.Encode(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]int
+		err = current.Decode("f.json", b, &got, nil)
+		if tc.ok && (err != nil || got["n"] != 7) {
+			t.Errorf("version %d: %v, %v", tc.write.Version, got, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("version %d, this walshadow reads version 3", tc.write.Version))) {
+			t.Errorf("version %d: %v, want it refused", tc.write.Version, err)
+		}
+	}
 }
