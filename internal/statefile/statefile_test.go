@@ -2,8 +2,8 @@ package statefile
 
 import (
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
