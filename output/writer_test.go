@@ -108,9 +108,7 @@ func (f *fakeConn) UnfinishedMutations(_ context.Context, targets []clickhouse.T
 func (f *fakeConn) Table(context.Context, clickhouse.Target) (clickhouse.CHTable, error) {
 	return clickhouse.CHTable{}, nil
 }
-func (f *fakeConn) ExistingTables(context.Context, string, ...string) (map[string]bool, error) {
-	return map[string]bool{}, nil
-}
+func (f *fakeConn) TableExists(context.Context, clickhouse.Target) (bool, error) { return false, nil }
 func (f *fakeConn) TableUUID(context.Context, clickhouse.Target) (string, error) { return "", nil }
 func (f *fakeConn) DatabaseEngine(context.Context, string) (string, error) {
 	return "Atomic", nil

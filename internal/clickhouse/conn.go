@@ -330,19 +330,14 @@ func catalogRace(err error, t Target) bool {
 		!strings.Contains(exception.Message, "."+t.Table+" doesn't exist")
 }
 
-// ExistingTables reports which of names are tables of database.
-func (c *Conn) ExistingTables(ctx context.Context, database string, names ...string) (map[string]bool, error) {
-	found := map[string]bool{}
+// TableExists reports whether t exists (Table reads its columns too).
+func (c *Conn) TableExists(ctx context.Context, t Target) (bool, error) {
 	p := c.pool()
-	for _, name := range names {
-		ok, err := tableExists(ctx, p, Target{Database: database, Table: name})
-		if err != nil {
-			c.noteFailure(p, err)
-			return nil, err
-		}
-		found[name] = ok
+	ok, err := tableExists(ctx, p, t)
+	if err != nil {
+		c.noteFailure(p, err)
 	}
-	return found, nil
+	return ok, err
 }
 
 // tableExists asks whether t exists with EXISTS TABLE, which looks the one

@@ -27,7 +27,7 @@ type Conn interface {
 	Exec(ctx context.Context, sql string) error
 	CreateLike(ctx context.Context, t, like clickhouse.Target) error
 	Table(ctx context.Context, t clickhouse.Target) (clickhouse.CHTable, error)
-	ExistingTables(ctx context.Context, database string, names ...string) (map[string]bool, error)
+	TableExists(ctx context.Context, t clickhouse.Target) (bool, error)
 	TableUUID(ctx context.Context, t clickhouse.Target) (string, error)
 	DatabaseEngine(ctx context.Context, database string) (string, error)
 	Insert(ctx context.Context, t clickhouse.Target, cols []clickhouse.ColumnSpec, rows [][]any) error

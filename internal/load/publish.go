@@ -100,20 +100,19 @@ func (l *Engine) swap(ctx context.Context, e Entry, staged bool) error {
 		}
 		return nil
 	}
-	// (staging, target and replaced share e.Database.)
-	lookup := []string{staging.Table, target.Table}
-	if staged {
-		lookup = lookup[1:]
+	hasStaging := staged
+	if !staged {
+		var err error
+		if hasStaging, err = conn.TableExists(ctx, staging); err != nil {
+			return err
+		}
 	}
-	exist, err := conn.ExistingTables(ctx, e.Database, lookup...)
-	if err != nil {
-		return err
-	}
-	if staged {
-		exist[staging.Table] = true
-	}
-	if exist[staging.Table] {
-		if err := l.takeName(ctx, &e, staging, target, replaced, exist[target.Table], exec); err != nil {
+	if hasStaging {
+		hasTarget, err := conn.TableExists(ctx, target)
+		if err != nil {
+			return err
+		}
+		if err := l.takeName(ctx, &e, staging, target, replaced, hasTarget, exec); err != nil {
 			return err
 		}
 	}
