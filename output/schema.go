@@ -381,12 +381,16 @@ func (o *chOutput) applyTruncate(ctx context.Context, c change) error {
 
 // reconcileStart is reconcileAll with the agreements recorded on disk once
 // at its end, not once each (a first start over 10,000 tables makes
-// 10,000): nothing reads them from disk before the start ends. A crash
-// before that loses some: their tables on ClickHouse are then an earlier
-// load's delta tables to the next start, which drops them
-// (dropLeftoverDelta). The loads' records stay synced one by one, before
-// each agreement: the page cache may write a later file first, and an
-// agreement on a delta table whose load is not recorded would never load.
+// 10,000); nothing reads them from disk before the start ends. A crash
+// before that (a kill as well: until then they are in memory only) loses
+// every agreement the start made, as if it had come right after each
+// one's statements and before its record, which is a point every
+// agreement already survives: the next start reconciles each relation
+// again from its older agreement and what ClickHouse holds (a table a
+// lost first agreement made is an earlier load's delta table to it, and
+// dropped: dropLeftoverDelta). The loads' records stay synced one by one,
+// before each agreement, so that no agreement on a delta table is ever on
+// disk without its load.
 func (o *chOutput) reconcileStart(ctx context.Context) error {
 	o.store.DeferSync()
 	err := o.reconcileAll(ctx)
