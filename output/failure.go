@@ -287,6 +287,12 @@ func (o *chOutput) startReload(ctx context.Context, d *desclog.Descriptor, valid
 	}
 	if err := o.agree(ctx, d, validFrom, "reload after "+rp.reason); err != nil {
 		if !tableLocal(err) {
+			if ok && rp.park == nil {
+				// The load stays planned, and the retried batch starts it
+				// when its rows agree on the delta table (table()), which
+				// knows not why: counted here.
+				o.loads.CountReload(rp.class)
+			}
 			return err
 		}
 		// Not even a fresh table can be agreed on: nothing of it is

@@ -163,8 +163,11 @@ type Pump struct {
 	decided   wal.LSN // every record before this LSN is decided
 	published wal.LSN // wire bytes before this LSN went to the shadow
 	batch     *Batch
-	noopBuf   []byte
-	stats     PumpStats
+	// records holds the batches' record copies: a batch lives until the
+	// session's reorderer has consumed it, which copies what it keeps.
+	records wal.Slab
+	noopBuf []byte
+	stats   PumpStats
 
 	// snap is what other goroutines read (Stats, Decided, NextByte): the
 	// pump runs on its own, reading the spool, while the session's receive
@@ -307,7 +310,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 			p.batch = &Batch{First: rec.LSN}
 			p.batchBorn = time.Now()
 		}
-		p.batch.Items = append(p.batch.Items, Item{Record: rec.Clone(), Decision: d})
+		p.batch.Items = append(p.batch.Items, Item{Record: p.records.Clone(rec), Decision: d})
 		p.stats.DecoderRecords++
 	}
 	if d.Boundary != nil {

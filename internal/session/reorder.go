@@ -195,6 +195,9 @@ func (r *reorderer) xactRecord(it Item, bound *Boundary, release func(), capture
 			return nil
 		}
 		r.stats.Committed++
+		// The commit waits in ready, maybe long after the rest of its
+		// batch: a copy of its own, not its batch's shared chunk.
+		it.Record = rec.Clone()
 		it.Tx = info
 		r.ready = append(r.ready, &readyTx{info: info, commit: it, release: release, bound: bound, drain: drain})
 		return nil

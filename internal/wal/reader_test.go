@@ -379,9 +379,10 @@ func readBytesErr(start LSN, data []byte, chunk int) ([]*Record, error) {
 	}
 }
 
-// TestCloneMatchesRedecode: a clone (its slices moved onto its own Raw)
-// equals the record decoded afresh from the copied bytes, and shares no
-// memory with the reader.
+// TestCloneMatchesRedecode: a clone (its slices moved onto its own Raw),
+// by Record.Clone or into a Slab, equals the record decoded afresh from
+// the copied bytes, and shares no memory with the reader; a slab's
+// earlier clones stay intact as it fills further chunks.
 func TestCloneMatchesRedecode(t *testing.T) {
 	r, err := NewFileReader(fixtureDir)
 	if err != nil {
@@ -395,14 +396,39 @@ func TestCloneMatchesRedecode(t *testing.T) {
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
 		return p >= base && p+uintptr(len(s)) <= base+uintptr(len(raw))
 	}
-	n, blocks := 0, 0
+	check := func(how string, c, want *Record) int {
+		t.Helper()
+		if !bytes.Equal(c.Raw, want.Raw) || !bytes.Equal(c.MainData, want.MainData) || len(c.Blocks) != len(want.Blocks) {
+			t.Fatalf("record at %s: %s differs from a fresh decode", want.LSN, how)
+		}
+		if !within(c.MainData, c.Raw) {
+			t.Fatalf("record at %s: %s's main data is not within its Raw", want.LSN, how)
+		}
+		for i := range c.Blocks {
+			cb, wb := c.Blocks[i], want.Blocks[i]
+			if !bytes.Equal(cb.Data, wb.Data) || !bytes.Equal(cb.ImageData, wb.ImageData) || cb.ID != wb.ID || cb.Rel != wb.Rel || cb.BlockNum != wb.BlockNum {
+				t.Fatalf("record at %s: block %d of the %s differs from a fresh decode", want.LSN, i, how)
+			}
+			if !within(cb.Data, c.Raw) || !within(cb.ImageData, c.Raw) {
+				t.Fatalf("record at %s: block %d of the %s points outside its Raw", want.LSN, i, how)
+			}
+		}
+		return len(c.Blocks)
+	}
+	var slab Slab
+	type kept struct{ c, want *Record }
+	var slabbed []kept
+	n, blocks, rawBytes := 0, 0, 0
 	for {
 		rec, err := r.Next()
 		if err != nil {
 			break
 		}
-		c := rec.Clone()
-		if fast := *rec; !func() bool { fast.Raw = append([]byte(nil), rec.Raw...); return fast.rebase(rec.Raw) }() {
+		rawBytes += len(rec.Raw)
+		if fast := *rec; !func() bool {
+			fast.Raw = append([]byte(nil), rec.Raw...)
+			return fast.rebaseOnto(rec.Raw, append([]BlockRef(nil), rec.Blocks...))
+		}() {
 			t.Fatalf("record at %s: a slice is not within Raw, Clone re-decodes it", rec.LSN)
 		}
 		want := *rec
@@ -411,28 +437,21 @@ func TestCloneMatchesRedecode(t *testing.T) {
 		if err := decodeRecordBody(&want); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(c.MainData, want.MainData) || len(c.Blocks) != len(want.Blocks) {
-			t.Fatalf("record at %s: clone differs from a fresh decode", rec.LSN)
-		}
-		if !within(c.MainData, c.Raw) {
-			t.Fatalf("record at %s: clone's main data is not within its Raw", rec.LSN)
-		}
-		for i := range c.Blocks {
-			cb, wb := c.Blocks[i], want.Blocks[i]
-			if !bytes.Equal(cb.Data, wb.Data) || !bytes.Equal(cb.ImageData, wb.ImageData) || cb.ID != wb.ID || cb.Rel != wb.Rel || cb.BlockNum != wb.BlockNum {
-				t.Fatalf("record at %s: block %d of the clone differs from a fresh decode", rec.LSN, i)
+		for how, c := range map[string]*Record{"clone": rec.Clone(), "slab clone": slab.Clone(rec)} {
+			blocks += check(how, c, &want)
+			if len(rec.Blocks) > 0 && &c.Blocks[0] == &rec.Blocks[0] {
+				t.Fatalf("record at %s: %s shares the reader's blocks", rec.LSN, how)
 			}
-			if !within(cb.Data, c.Raw) || !within(cb.ImageData, c.Raw) {
-				t.Fatalf("record at %s: block %d of the clone points outside its Raw", rec.LSN, i)
+			if how == "slab clone" {
+				slabbed = append(slabbed, kept{c, &want})
 			}
-			blocks++
-		}
-		if len(rec.Blocks) > 0 && &c.Blocks[0] == &rec.Blocks[0] {
-			t.Fatalf("record at %s: clone shares the reader's blocks", rec.LSN)
 		}
 		n++
 	}
-	if n < 100 || blocks == 0 {
-		t.Fatalf("only %d records (%d blocks) checked", n, blocks)
+	if n < 100 || blocks == 0 || rawBytes < 2*slabRawChunk {
+		t.Fatalf("only %d records (%d blocks, %d bytes) checked", n, blocks, rawBytes)
+	}
+	for _, k := range slabbed {
+		check("slab clone, at the end", k.c, k.want)
 	}
 }

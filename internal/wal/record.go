@@ -187,7 +187,11 @@ func (r *Record) FPIBytes() (n int, count int) {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Raw = append([]byte(nil), r.Raw...)
-	if c.rebase(r.Raw) {
+	var blocks []BlockRef
+	if r.Blocks != nil {
+		blocks = append([]BlockRef(nil), r.Blocks...)
+	}
+	if c.rebaseOnto(r.Raw, blocks) {
 		return &c
 	}
 	c.Blocks = nil
@@ -198,18 +202,15 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
-// rebase points c's decoded slices, which point into from, at the same
-// bytes of c.Raw (a copy of from), on a Blocks array of its own; false
-// when one of them is not within from.
-func (c *Record) rebase(from []byte) bool {
+// rebaseOnto points c's decoded slices, which point into from, at the same
+// bytes of c.Raw (a copy of from), on blocks (a copy of c.Blocks of its
+// own); false when one of them is not within from.
+func (c *Record) rebaseOnto(from []byte, blocks []BlockRef) bool {
 	var ok bool
 	if c.MainData, ok = rebaseSlice(c.MainData, from, c.Raw); !ok {
 		return false
 	}
-	if c.Blocks == nil {
-		return true
-	}
-	c.Blocks = append([]BlockRef(nil), c.Blocks...)
+	c.Blocks = blocks
 	for i := range c.Blocks {
 		b := &c.Blocks[i]
 		if b.ImageData, ok = rebaseSlice(b.ImageData, from, c.Raw); !ok {
