@@ -5,6 +5,7 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/walshadow/walshadow/internal/batchdecode"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/msg"
@@ -47,49 +48,51 @@ const (
 // messages builds the output of one batch, events placed before the rows
 // decoded after them. The rows' messages are built on the pool's workers,
 // each over a contiguous run of rows with its own text cache.
-func (p *decodeProcessor) messages(o *batchOut) service.MessageBatch {
-	rowMsgs := make([]*service.Message, len(o.rows))
-	changes := make([]msg.Change, len(o.rows))
+func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
+	rows := b.Rows
+	rowMsgs := make([]*service.Message, len(rows))
+	changes := make([]msg.Change, len(rows))
 	// The change's position among the changes of its WAL record (a
 	// multi-insert's tuples, an update's delete and insert halves): a
 	// record is decoded whole within one batch, so a replay numbers them
 	// the same.
-	for i := 1; i < len(o.rows); i++ {
-		if o.rows[i-1].LSN == o.rows[i].LSN {
+	for i := 1; i < len(rows); i++ {
+		if rows[i-1].LSN == rows[i].LSN {
 			changes[i].RecordIndex = changes[i-1].RecordIndex + 1
 		}
 	}
-	if len(p.rowText) < p.pool.Workers() {
-		p.rowText = make([]textCache, p.pool.Workers())
+	workers := p.dec.Workers()
+	if len(p.rowText) < workers {
+		p.rowText = make([]textCache, workers)
 	}
-	parallelRuns(len(o.rows), p.pool.Workers(), func(w, from, to int) {
+	parallelRuns(len(rows), workers, func(w, from, to int) {
 		text := &p.rowText[w]
 		for i := from; i < to; i++ {
 			c := &changes[i]
 			// The delete of the old key and the update that follows it: a
 			// consumer carries the update's unchanged TOAST columns over from
 			// the deleted row (PostgreSQL logged only the old key).
-			c.KeyChanged = keyChange(o.rows, i)
-			rowMsgs[i] = p.rowMessage(text, &o.rows[i], o.rowTx[i], c, o.epoch, o.seq)
+			c.KeyChanged = keyChange(rows, i)
+			rowMsgs[i] = p.rowMessage(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
 		}
 	})
-	out := make(service.MessageBatch, 0, len(o.rows)+len(o.events))
+	out := make(service.MessageBatch, 0, len(rows)+len(b.Events))
 	ev := 0
 	for i, m := range rowMsgs {
-		for ev < len(o.events) && o.events[ev].before <= i {
-			out = append(out, o.events[ev].msg)
+		for ev < len(b.Events) && b.Events[ev].Before <= i {
+			out = append(out, p.eventMessage(&b.Events[ev], b.Epoch, b.Seq))
 			ev++
 		}
 		out = append(out, m)
 	}
-	for ; ev < len(o.events); ev++ {
-		out = append(out, o.events[ev].msg)
+	for ; ev < len(b.Events); ev++ {
+		out = append(out, p.eventMessage(&b.Events[ev], b.Epoch, b.Seq))
 	}
 	// Counted per batch: a labelled counter's lookup per row costs more
 	// than the row's metadata.
 	var counts [decode.OpFail + 1]int64
-	for i := range o.rows {
-		if op := o.rows[i].Op; int(op) < len(counts) {
+	for i := range rows {
+		if op := rows[i].Op; int(op) < len(counts) {
 			counts[op]++
 		}
 	}
@@ -152,12 +155,12 @@ func opName(op decode.Op) string {
 // rowMessage is a row change's message (a failure's when r failed): the
 // columns as a structured payload, c (filled here) as its typed metadata,
 // and the routing strings.
-func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *txMeta, c *msg.Change, epoch, seq uint64) *service.Message {
+func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) *service.Message {
 	m := service.NewMessage(nil)
 	rm := text.relation(r.Desc)
 	c.Op = opName(r.Op)
 	c.Rel = rm.rel
-	c.LSN, c.Tx, c.DescVersion, c.Epoch, c.Seq = r.LSN, tx.tx, r.DescFrom, epoch, seq
+	c.LSN, c.Tx, c.DescVersion, c.Epoch, c.Seq = r.LSN, tx.Typed, r.DescFrom, epoch, seq
 	c.TID = msg.TID(r.TID)
 	if r.Op == decode.OpUpdate {
 		c.OldTID = msg.TID(r.OldTID)
@@ -198,21 +201,21 @@ func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *t
 		m.MetaSetMut(MetaSchema, rm.schema)
 		m.MetaSetMut(MetaTable, rm.table)
 		m.MetaSetMut(MetaLSN, text.lsn(r.LSN))
-		m.MetaSetMut(MetaCommitLSN, tx.commitLSNText)
+		m.MetaSetMut(MetaCommitLSN, tx.CommitLSNText)
 	}
 	return m
 }
 
 // failMessage makes m a table's failure: an empty payload, the reason in
 // c.Error, logged once here.
-func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *txMeta, c *msg.Change) {
+func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change) {
 	m.SetStructuredMut(map[string]any{})
 	c.Error = "unknown failure"
 	if r.Err != nil {
 		c.Error = r.Err.Error()
 	}
 	p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
-		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.topXID, tx.commitLSNText, r.LSN, c.Error)
+		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.TopXID, tx.CommitLSNText, r.LSN, c.Error)
 }
 
 // textCache keeps the metadata values consecutive rows share (the rows of
@@ -279,7 +282,8 @@ func columnByNum(d *desclog.Descriptor, num int16) *desclog.Column {
 
 // eventMessage is a schema event: the relation's shape (and, for a change,
 // the previous shape and the difference) as a structured payload.
-func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *service.Message {
+func (p *decodeProcessor) eventMessage(placed *batchdecode.Event, epoch, seq uint64) *service.Message {
+	ev := placed.Event
 	m := service.NewMessage(nil)
 	kind := ev.Kind.String()
 	payload := map[string]any{
@@ -288,7 +292,7 @@ func (p *decodeProcessor) eventMessage(ev *desclog.Event, epoch, seq uint64) *se
 		"relation_oid": int64(ev.Oid),
 		"valid_from":   ev.ValidFrom.String(),
 	}
-	c := &msg.Change{Op: OperationSchema, Event: kind, LSN: ev.ValidFrom, Tx: p.txMeta.tx,
+	c := &msg.Change{Op: OperationSchema, Event: kind, LSN: ev.ValidFrom, Tx: placed.Tx.Typed,
 		DescVersion: ev.ValidFrom, RecordIndex: -1, Epoch: epoch, Seq: seq}
 	if ev.Desc != nil {
 		for k, v := range relationPayload(ev.Desc) {

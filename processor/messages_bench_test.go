@@ -5,6 +5,7 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/walshadow/walshadow/internal/batchdecode"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/wal"
@@ -25,9 +26,9 @@ func benchDesc() *desclog.Descriptor {
 
 // benchBatch is n decoded rows of one transaction: multi-insert runs of 8
 // rows per LSN, then updates and deletes.
-func benchBatch(d *desclog.Descriptor, n int) *batchOut {
+func benchBatch(d *desclog.Descriptor, n int) *batchdecode.Batch {
 	tx := testTx(0x5000_0000)
-	o := &batchOut{}
+	o := &batchdecode.Batch{}
 	for i := 0; i < n; i++ {
 		r := decode.RowChange{Op: decode.OpInsert, LSN: wal.LSN(0x1000_0000 + (i/8)*0x100), Desc: d, DescFrom: 0x100,
 			TID: decode.TID{Block: uint32(i / 60), Off: uint16(i%60 + 1)}, Filenode: d.Rfn.RelNum}
@@ -49,8 +50,8 @@ func benchBatch(d *desclog.Descriptor, n int) *batchOut {
 		if r.Op == decode.OpDelete {
 			r.Fields = r.Fields[:1]
 		}
-		o.rows = append(o.rows, r)
-		o.rowTx = append(o.rowTx, tx)
+		o.Rows = append(o.Rows, r)
+		o.RowTx = append(o.RowTx, tx)
 	}
 	return o
 }
@@ -63,10 +64,10 @@ func BenchmarkRowMessages(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if out := p.messages(o); len(out) != len(o.rows) {
+		if out := p.messages(o); len(out) != len(o.Rows) {
 			b.Fatal(len(out))
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(o.rows)), "ns/row")
-	b.ReportMetric(float64(len(o.rows)*b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(o.Rows)), "ns/row")
+	b.ReportMetric(float64(len(o.Rows)*b.N)/b.Elapsed().Seconds(), "rows/s")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/walshadow/walshadow/internal/batchdecode"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/msg"
@@ -26,11 +27,11 @@ func testDesc(oid uint32, name string, keyed bool) *desclog.Descriptor {
 	return d
 }
 
-func testTx(commit wal.LSN) *txMeta {
+func testTx(commit wal.LSN) *batchdecode.Tx {
 	ct := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
-	return &txMeta{topXID: 900, commitLSN: commit, commitNext: commit + 0x40, commitTime: ct,
-		tx:            &msg.Tx{TopXID: 900, CommitLSN: commit, CommitNext: commit + 0x40, CommitTime: ct},
-		commitLSNText: commit.String()}
+	return &batchdecode.Tx{TopXID: 900, CommitLSN: commit, CommitNext: commit + 0x40, CommitTime: ct,
+		Typed:         &msg.Tx{TopXID: 900, CommitLSN: commit, CommitNext: commit + 0x40, CommitTime: ct},
+		CommitLSNText: commit.String()}
 }
 
 // metaOf is m's metadata as strings: those set as strings, and the typed
@@ -54,7 +55,7 @@ func TestRowMessageIdentity(t *testing.T) {
 	d := testDesc(16400, "nokey", false)
 	fn := d.Rfn.RelNum
 	id := func(v int64) []decode.Field { return []decode.Field{{Col: &d.Columns[0], Value: v}} }
-	o := &batchOut{}
+	o := &batchdecode.Batch{}
 	tx := testTx(0x9000)
 	for _, r := range []decode.RowChange{
 		{Op: decode.OpInsert, LSN: 0x1000, Desc: d, DescFrom: 0x100, Fields: id(1), TID: decode.TID{Block: 3, Off: 7}, Filenode: fn},
@@ -63,8 +64,8 @@ func TestRowMessageIdentity(t *testing.T) {
 		{Op: decode.OpDelete, LSN: 0x1200, Desc: d, DescFrom: 0x100, TID: decode.TID{Block: 4, Off: 1}, Filenode: 99999},
 		{Op: decode.OpTruncate, LSN: 0x1300, Desc: d, DescFrom: 0x100},
 	} {
-		o.rows = append(o.rows, r)
-		o.rowTx = append(o.rowTx, tx)
+		o.Rows = append(o.Rows, r)
+		o.RowTx = append(o.RowTx, tx)
 	}
 	msgs := p.messages(o)
 	want := []map[string]string{
@@ -80,7 +81,7 @@ func TestRowMessageIdentity(t *testing.T) {
 				t.Errorf("message %d: %s = %q, want %q (metadata %v)", i, k, meta[k], want[i][k], meta)
 			}
 		}
-		if meta[MetaRelationOid] != "16400" || meta[MetaCommitLSN] != tx.commitLSNText {
+		if meta[MetaRelationOid] != "16400" || meta[MetaCommitLSN] != tx.CommitLSNText {
 			t.Errorf("message %d: metadata %v", i, meta)
 		}
 	}
@@ -104,8 +105,8 @@ func TestFailMessage(t *testing.T) {
 	p := newDecodeProcessor(nil, service.MockResources(), decode.TxOptions{})
 	d := testDesc(16400, "items", true)
 	reason := errors.New(`LSN 0/00001000, relation public.items (oid 16400), column "v": TOAST value 7 of relation 16401 is not in the transaction`)
-	o := &batchOut{rows: []decode.RowChange{{Op: decode.OpFail, LSN: 0x1000, Desc: d, DescFrom: 0x100, TID: decode.TID{Block: 0, Off: 2}, Filenode: d.Rfn.RelNum, Err: reason}},
-		rowTx: []*txMeta{testTx(0x9000)}}
+	o := &batchdecode.Batch{Rows: []decode.RowChange{{Op: decode.OpFail, LSN: 0x1000, Desc: d, DescFrom: 0x100, TID: decode.TID{Block: 0, Off: 2}, Filenode: d.Rfn.RelNum, Err: reason}},
+		RowTx: []*batchdecode.Tx{testTx(0x9000)}}
 	msgs := p.messages(o)
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
@@ -132,14 +133,14 @@ func TestFailMessage(t *testing.T) {
 // many tuples spans them) and key-change halves told on both sides of one.
 func TestMessagesOnWorkers(t *testing.T) {
 	a, b := testDesc(16400, "a", true), testDesc(16410, "b", false)
-	build := func() *batchOut {
-		o := &batchOut{epoch: 3, seq: 9}
+	build := func() *batchdecode.Batch {
+		o := &batchdecode.Batch{Epoch: 3, Seq: 9}
 		tx := testTx(0x9000)
 		lsn := wal.LSN(0x1000)
 		add := func(op decode.Op, d *desclog.Descriptor, id int64) {
-			o.rows = append(o.rows, decode.RowChange{Op: op, LSN: lsn, Desc: d, DescFrom: 0x100,
-				Fields: []decode.Field{{Col: &d.Columns[0], Value: id}, {Col: &d.Columns[1], Value: "v"}}, TID: decode.TID{Block: 1, Off: uint16(len(o.rows))}, Filenode: d.Rfn.RelNum})
-			o.rowTx = append(o.rowTx, tx)
+			o.Rows = append(o.Rows, decode.RowChange{Op: op, LSN: lsn, Desc: d, DescFrom: 0x100,
+				Fields: []decode.Field{{Col: &d.Columns[0], Value: id}, {Col: &d.Columns[1], Value: "v"}}, TID: decode.TID{Block: 1, Off: uint16(len(o.Rows))}, Filenode: d.Rfn.RelNum})
+			o.RowTx = append(o.RowTx, tx)
 		}
 		for i := 0; i < 3000; i++ {
 			switch {
@@ -157,14 +158,14 @@ func TestMessagesOnWorkers(t *testing.T) {
 				lsn += 0x100
 			}
 		}
-		for _, at := range []int{0, 1000, 2047, len(o.rows)} {
-			o.events = append(o.events, placedEvent{before: at, msg: service.NewMessage([]byte("event"))})
+		for _, at := range []int{0, 1000, 2047, len(o.Rows)} {
+			o.Events = append(o.Events, batchdecode.Event{Before: at, Event: &desclog.Event{Kind: desclog.EventAdded, Oid: a.Oid, ValidFrom: wal.LSN(0x100 + at), Desc: a}, Tx: tx})
 		}
 		return o
 	}
 	render := func(workers int) []string {
 		p := newDecodeProcessor(nil, service.MockResources(), decode.TxOptions{})
-		p.pool = decode.NewPool(workers)
+		p.dec = batchdecode.New(nil, decode.TxOptions{}, workers, batchdecode.Observer{})
 		var out []string
 		for _, m := range p.messages(build()) {
 			if c, err := msg.ChangeOf(m); err == nil {

@@ -35,10 +35,10 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/walshadow/walshadow/config"
+	"github.com/walshadow/walshadow/internal/batchdecode"
 	"github.com/walshadow/walshadow/internal/decode"
 	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/session"
-	"github.com/walshadow/walshadow/internal/wal"
 )
 
 const (
@@ -178,7 +178,6 @@ type decodeProcessor struct {
 	sess *session.Session
 	log  *service.Logger
 	m    *decodeMetrics
-	opts decode.TxOptions
 	// allMeta sets every metadata key of a row change as a string.
 	allMeta bool
 
@@ -194,27 +193,26 @@ type decodeProcessor struct {
 	next    uint64
 	changed chan struct{}
 
-	// Decoding state of the transaction in progress (under the turn).
-	tx         *decode.Tx
-	txMeta     txMeta
-	pool       *decode.Pool
-	rows       []decode.RowChange
-	rowTx      []*txMeta
-	preflown   bool
-	layout     *wal.Layout
-	layoutFrom int
-	text       textCache   // the schema events'
-	rowText    []textCache // the rows', one per pool worker
+	// dec decodes the batches, in turn; preflown: the identity notes of the
+	// tables at the start were logged.
+	dec      *batchdecode.Decoder
+	preflown bool
+	text     textCache   // the schema events'
+	rowText  []textCache // the rows', one per pool worker
 }
 
 func newDecodeProcessor(sess *session.Session, mgr *service.Resources, opts decode.TxOptions) *decodeProcessor {
-	if opts.Arena == nil {
-		// A transaction decodes into its pool worker's arena; this one
-		// only spares NewTx an arena of its own.
-		opts.Arena = new(decode.Arena)
-	}
-	return &decodeProcessor{sess: sess, log: mgr.Logger(), m: newDecodeMetrics(mgr.Metrics()), opts: opts,
-		pool: decode.NewPool(0), changed: make(chan struct{})}
+	p := &decodeProcessor{sess: sess, log: mgr.Logger(), m: newDecodeMetrics(mgr.Metrics()), changed: make(chan struct{})}
+	p.dec = batchdecode.New(sess, opts, 0, batchdecode.Observer{
+		BoundaryWait: func(d time.Duration) { p.m.boundaryWait.Incr(d.Nanoseconds()) },
+		Transaction: func(s decode.TxStats) {
+			p.m.observeTx(s)
+			p.m.transactions.Incr(1)
+		},
+		BridgeValues: func(n int) { p.m.bridgeValues.Incr(int64(n)) },
+		Debugf:       p.log.Debugf,
+	})
+	return p
 }
 
 // errRedelivered: Benthos delivered a batch again after a nack. The
@@ -318,9 +316,6 @@ func (p *decodeProcessor) advance(epoch, seq uint64) {
 	p.turnMu.Unlock()
 }
 
-func (p *decodeProcessor) resetTx() {
-	p.tx = nil
-	p.txMeta = txMeta{}
-}
+func (p *decodeProcessor) resetTx() { p.dec.Reset() }
 
 func (p *decodeProcessor) Close(ctx context.Context) error { return nil }

@@ -6,10 +6,11 @@ import (
 
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/internal/wal/walbuild"
 )
 
 // Hand-built WAL records for the Tx tests, laid out as PostgreSQL 15 writes
-// them (see internal/wal's heap_util_test.go).
+// them (internal/wal/walbuild).
 
 var layout15 = func() *wal.Layout {
 	l, err := wal.LayoutForMajor(15)
@@ -29,47 +30,11 @@ type testBlock struct {
 // buildRawRecord assembles a complete record (header, block references,
 // payload, main data, CRC).
 func buildRawRecord(rmid wal.RmgrID, info uint8, xid uint32, blocks []testBlock, main []byte) []byte {
-	var hdrs, payload []byte
-	for id, b := range blocks {
-		ff := uint8(wal.ForkMain)
-		if len(b.data) > 0 {
-			ff |= wal.BkpBlockHasData
-		}
-		if b.image {
-			ff |= wal.BkpBlockHasImage
-		}
-		hdrs = append(hdrs, uint8(id), ff)
-		hdrs = binary.LittleEndian.AppendUint16(hdrs, uint16(len(b.data)))
-		if b.image {
-			const imgLen, holeOff = 100, 40
-			hdrs = binary.LittleEndian.AppendUint16(hdrs, imgLen)
-			hdrs = binary.LittleEndian.AppendUint16(hdrs, holeOff)
-			hdrs = append(hdrs, wal.BkpImageHasHole|wal.BkpImageApply)
-			payload = append(payload, make([]byte, imgLen)...)
-		}
-		hdrs = binary.LittleEndian.AppendUint32(hdrs, b.rel.SpcOid)
-		hdrs = binary.LittleEndian.AppendUint32(hdrs, b.rel.DbOid)
-		hdrs = binary.LittleEndian.AppendUint32(hdrs, b.rel.RelNum)
-		hdrs = binary.LittleEndian.AppendUint32(hdrs, b.blk)
-		payload = append(payload, b.data...)
+	bs := make([]walbuild.Block, len(blocks))
+	for i, b := range blocks {
+		bs[i] = walbuild.Block{Rel: b.rel, Blk: b.blk, Image: b.image, Data: b.data}
 	}
-	if len(main) > 0 {
-		if len(main) > 255 {
-			hdrs = append(hdrs, wal.XLRBlockIDDataLong)
-			hdrs = binary.LittleEndian.AppendUint32(hdrs, uint32(len(main)))
-		} else {
-			hdrs = append(hdrs, wal.XLRBlockIDDataShort, uint8(len(main)))
-		}
-	}
-	raw := make([]byte, wal.RecordHeaderSize, wal.RecordHeaderSize+len(hdrs)+len(payload)+len(main))
-	raw = append(append(append(raw, hdrs...), payload...), main...)
-	binary.LittleEndian.PutUint32(raw[0:], uint32(len(raw)))
-	binary.LittleEndian.PutUint32(raw[4:], xid)
-	binary.LittleEndian.PutUint64(raw[8:], 0x1000)
-	raw[16] = info
-	raw[17] = byte(rmid)
-	binary.LittleEndian.PutUint32(raw[20:], wal.RecordCRC(raw))
-	return raw
+	return walbuild.Record(rmid, info, xid, bs, main)
 }
 
 func buildRecord(t testing.TB, lsn wal.LSN, rmid wal.RmgrID, info uint8, blocks []testBlock, main []byte) *wal.Record {
@@ -83,53 +48,7 @@ func buildRecord(t testing.TB, lsn wal.LSN, rmid wal.RmgrID, info uint8, blocks 
 
 // tupleOf lays out vals (nil = NULL) for desc's columns as heap_fill_tuple
 // does and returns xl_heap_header + bitmap/padding + user data.
-func tupleOf(desc *desclog.Descriptor, vals [][]byte) []byte {
-	natts := len(vals)
-	hasNull := false
-	for _, v := range vals {
-		if v == nil {
-			hasNull = true
-		}
-	}
-	bitmapLen := 0
-	if hasNull {
-		bitmapLen = (natts + 7) / 8
-	}
-	hoff := (23 + bitmapLen + 7) &^ 7
-	pre := make([]byte, hoff-23)
-	var data []byte
-	infomask := uint16(0)
-	if hasNull {
-		infomask |= wal.HeapHasNull
-	}
-	for i, v := range vals {
-		if v == nil {
-			continue
-		}
-		if hasNull {
-			pre[i>>3] |= 1 << (i & 7)
-		}
-		col := &desc.Columns[i]
-		// 1-byte headers (short values and TOAST pointers) are never aligned.
-		if col.Len != -1 || v[0]&1 == 0 {
-			for len(data) != alignOffset(len(data), col.Align) {
-				data = append(data, 0)
-			}
-		}
-		if col.Len == -1 {
-			infomask |= wal.HeapHasVarWidth
-			if v[0] == 0x01 {
-				infomask |= wal.HeapHasExternal
-			}
-		}
-		data = append(data, v...)
-	}
-	out := binary.LittleEndian.AppendUint16(nil, uint16(natts))
-	out = binary.LittleEndian.AppendUint16(out, infomask)
-	out = append(out, byte(hoff))
-	out = append(out, pre...)
-	return append(out, data...)
-}
+func tupleOf(desc *desclog.Descriptor, vals [][]byte) []byte { return walbuild.Tuple(desc, vals) }
 
 func insertRecord(t testing.TB, lsn wal.LSN, rel wal.RelFileNode, offnum uint16, flags uint8, tuple []byte) *wal.Record {
 	main := binary.LittleEndian.AppendUint16(nil, offnum)
