@@ -46,11 +46,16 @@ const (
 	MetaEpoch      = msg.KeyEpoch
 )
 
-// fieldMetadata chooses the metadata set on each message.
+// fieldMetadata chooses the metadata set on each message, fieldMessages
+// whether a message carries a record or a whole batch.
 const (
 	fieldMetadata = "metadata"
 	metadataTyped = "typed"
 	metadataAll   = "all"
+
+	fieldMessages  = "messages"
+	messagesBatch  = "batch"
+	messagesRecord = "record"
 )
 
 func inputSpec() *service.ConfigSpec {
@@ -59,7 +64,14 @@ func inputSpec() *service.ConfigSpec {
 		Categories("Services").
 		Summary("Streams a PostgreSQL source's physical WAL (a physical replication slot, no logical decoding) through a walshadow session, and emits the records of committed transactions, whole and in commit order.").
 		Description(`
-Each message is one WAL record: the payload is the record's bytes exactly as
+By default (`+"`messages: batch`"+`) each message is a whole batch of records, as
+one typed value under `+"`walshadow_wal_records`"+` (with `+"`walshadow_seq`"+` and
+`+"`walshadow_epoch`"+` as strings) and an empty payload: what `+"`walshadow_decode`"+`
+reads, at the cost of one message per batch. With `+"`messages: record`"+` each
+message is one WAL record, described below, for pipelines that look at the
+records themselves.
+
+A record message's payload is the record's bytes exactly as
 the source wrote them. Row changes are buffered per transaction inside the
 session (spilling to `+"`state_dir/spill`"+` past `+"`transaction_buffer_bytes`"+`) and
 come out at their commit: the commit record first, then every row change of
@@ -96,6 +108,10 @@ restart, with its count.`).
 		Field(service.NewStringEnumField(fieldMetadata, metadataTyped, metadataAll).
 			Description("`typed`: the typed record value; `all`: every metadata key as a string as well (a map insert each per record, which costs throughput).").
 			Default(metadataTyped).
+			Advanced()).
+		Field(service.NewStringEnumField(fieldMessages, messagesBatch, messagesRecord).
+			Description("`batch`: one message per batch, the records as one typed value (the fastest; what `walshadow_decode` reads); `record`: one message per WAL record, its bytes as the payload (for mappings and logs of the records; `metadata: all` implies it).").
+			Default(messagesBatch).
 			Advanced()).
 		Example("Minimal", "Stream a source and drop the records (a smoke test of the session).", `
 walshadow:
@@ -134,8 +150,10 @@ type physicalWALInput struct {
 	label string
 	// allMeta sets every metadata key as a string (metadata: all).
 	allMeta bool
-	mgr     *service.Resources
-	sess    sessionReader
+	// batchMessages: one message per batch (messages: batch).
+	batchMessages bool
+	mgr           *service.Resources
+	sess          sessionReader
 
 	// Connect and ReadBatch run on one goroutine; mu guards the restart
 	// state all the same.
@@ -180,11 +198,12 @@ func newInput(conf *service.ParsedConfig, mgr *service.Resources) (service.Batch
 	if err != nil {
 		return nil, err
 	}
-	meta, err := conf.FieldString(fieldMetadata)
+	allMeta, batchMessages, err := messageForm(conf)
 	if err != nil {
 		return nil, err
 	}
-	in := &physicalWALInput{label: label, allMeta: meta == metadataAll, mgr: mgr, restarts: newRestartPolicy(), sleep: sleep}
+	in := &physicalWALInput{label: label, allMeta: allMeta, batchMessages: batchMessages,
+		mgr: mgr, restarts: newRestartPolicy(), sleep: sleep}
 	var sess *session.Session
 	err = mgr.AccessCustomResource(context.Background(), config.ResourceType, label, func(v any) {
 		sess, _ = v.(*session.Session)
@@ -257,6 +276,24 @@ func (in *physicalWALInput) stopped(err error, starting bool) {
 	in.mgr.Logger().Error(line)
 }
 
+// messageForm reads what the messages carry: every metadata string
+// (metadata: all), and one message per batch (messages: batch, unless
+// metadata: all asks for the strings of each record).
+func messageForm(conf *service.ParsedConfig) (allMeta, batch bool, err error) {
+	meta, err := conf.FieldString(fieldMetadata)
+	if err != nil {
+		return false, false, err
+	}
+	messages, err := conf.FieldString(fieldMessages)
+	if err != nil {
+		return false, false, err
+	}
+	if meta == metadataAll {
+		return true, false, nil // (a batch message carries no per-record strings)
+	}
+	return false, messages == messagesBatch, nil
+}
+
 // exitProcess ends the process on an error no restart can cure; tests
 // replace it.
 var exitProcess = os.Exit
@@ -278,6 +315,14 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		}
 		return nil, nil, err
 	}
+	if in.batchMessages {
+		return service.MessageBatch{batchMessage(b)}, in.ackFunc(b), nil
+	}
+	return recordMessages(b, in.allMeta), in.ackFunc(b), nil
+}
+
+// recordMessages is b as one message per record (messages: record).
+func recordMessages(b *session.Batch, allMeta bool) service.MessageBatch {
 	msgs := make(service.MessageBatch, 0, len(b.Items))
 	recs := make([]msg.Record, len(b.Items))
 	for i, it := range b.Items {
@@ -285,18 +330,45 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		recordMeta(r, it)
 		r.Seq, r.Epoch = b.Seq, b.Epoch
 		m := service.NewMessage(it.Record.Raw)
-		msg.SetRecord(m, r, in.allMeta)
+		msg.SetRecord(m, r, allMeta)
 		// The boundary rides its commit record, the first item of its
 		// transaction: the processor captures before decoding any row.
-		if tx := it.Tx; tx != nil && tx.Boundary != nil && it.Record.LSN == tx.CommitLSN {
+		if boundaryRides(it) {
 			var boundary any
-			raw, _ := json.Marshal(tx.Boundary)
+			raw, _ := json.Marshal(it.Tx.Boundary)
 			_ = json.Unmarshal(raw, &boundary)
 			m.MetaSetMut(MetaBoundary, boundary)
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, func(ctx context.Context, err error) error {
+	return msgs
+}
+
+// boundaryRides tells the item a catalog boundary rides: its
+// transaction's commit record.
+func boundaryRides(it session.Item) bool {
+	return it.Tx != nil && it.Tx.Boundary != nil && it.Record.LSN == it.Tx.CommitLSN
+}
+
+// batchMessage is b as one record batch message.
+func batchMessage(b *session.Batch) *service.Message {
+	rs := &msg.Records{Epoch: b.Epoch, Seq: b.Seq, Records: make([]msg.Record, len(b.Items)),
+		Raw: make([][]byte, len(b.Items)), Boundary: make([]bool, len(b.Items))}
+	for i, it := range b.Items {
+		r := &rs.Records[i]
+		recordMeta(r, it)
+		r.Seq, r.Epoch = b.Seq, b.Epoch
+		rs.Raw[i] = it.Record.Raw
+		rs.Boundary[i] = boundaryRides(it)
+	}
+	m := service.NewMessage(nil)
+	msg.SetRecords(m, rs)
+	return m
+}
+
+// ackFunc acknowledges b to the session, or fails the run on a nack.
+func (in *physicalWALInput) ackFunc(b *session.Batch) service.AckFunc {
+	return func(ctx context.Context, err error) error {
 		if err != nil {
 			// A nack of an older run's batch is moot: that run already
 			// stopped and its successor re-streams what the batch held.
@@ -311,7 +383,7 @@ func (in *physicalWALInput) ReadBatch(ctx context.Context) (service.MessageBatch
 		// must keep backing off.
 		in.sess.Ack(b)
 		return nil
-	}, nil
+	}
 }
 
 // recordMeta fills r with the metadata of the record it carries; its

@@ -114,12 +114,15 @@ func TestRestartBackoffHoldsOnARefusedBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			has := func(xid string) bool {
-				for _, m := range msgs {
-					if r, err := msg.RecordOf(m); err == nil && r.Tx != nil && strconv.FormatUint(uint64(r.Tx.TopXID), 10) == xid {
-						return true
-					}
+				found := false
+				err := msg.EachRecord(msgs, func(r *msg.Record, _ []byte, _ bool) error {
+					found = found || r.Tx != nil && strconv.FormatUint(uint64(r.Tx.TopXID), 10) == xid
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return false
+				return found
 			}
 			if refuse != "" && has(refuse) && refusals < refusalsWanted {
 				refusals++

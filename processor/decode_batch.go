@@ -34,27 +34,19 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 	return msgs, nil
 }
 
-// records reads a batch's record messages: the typed record, its bytes,
-// and whether a catalog boundary rides it.
+// records reads a batch's records, whichever form the input sent them in
+// (msg.EachRecord).
 func records(batch service.MessageBatch) ([]batchdecode.Record, error) {
-	recs := make([]batchdecode.Record, len(batch))
-	for i, m := range batch {
-		r, err := msg.RecordOf(m)
-		if err != nil {
-			return nil, err
-		}
-		recs[i].Meta = r
-		if r.Tx != nil && r.LSN == r.Tx.CommitLSN {
-			_, recs[i].Boundary = m.MetaGetMut(msg.KeyBoundary)
-			continue // a commit's bytes are not decoded
-		}
-		if recs[i].Raw, err = m.AsBytes(); err != nil {
-			return nil, err
-		}
+	recs := make([]batchdecode.Record, 0, len(batch))
+	err := msg.EachRecord(batch, func(r *msg.Record, raw []byte, boundary bool) error {
+		recs = append(recs, batchdecode.Record{Meta: r, Raw: raw, Boundary: boundary})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walshadow_decode needs the pg_physical_wal input's messages (is it placed right after the input?): %w", err)
 	}
 	return recs, nil
 }
-
 // preflight reports, once, the tables without a usable replica identity:
 // their UPDATEs and DELETEs are replicated by physical row identity.
 func (p *decodeProcessor) preflight() {

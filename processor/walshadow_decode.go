@@ -250,8 +250,11 @@ func (p *decodeProcessor) ProcessBatch(ctx context.Context, batch service.Messag
 }
 
 // batchPosition is the session run and batch a message came in (the
-// typed record, else its strings).
+// record batch, the typed record, else its strings).
 func batchPosition(m *service.Message) (epoch, seq uint64, err error) {
+	if rs, ok := msg.RecordsOf(m); ok {
+		return rs.Epoch, rs.Seq, nil
+	}
 	r, err := msg.RecordOf(m)
 	if err != nil {
 		return 0, 0, fmt.Errorf("walshadow_decode needs the pg_physical_wal input's messages (is it placed right after the input?): %w", err)

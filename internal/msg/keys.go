@@ -4,6 +4,8 @@ package msg
 const (
 	// KeyRecord holds the *Record.
 	KeyRecord = "walshadow_wal_record"
+	// KeyRecords holds the *Records of a record batch message.
+	KeyRecords = "walshadow_wal_records"
 
 	KeyWALLSN        = "wal_lsn"
 	KeyWALNextLSN    = "wal_next_lsn"

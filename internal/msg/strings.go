@@ -18,6 +18,8 @@ func Strings(m *service.Message) map[string]string {
 			out[k] = t
 		case *Change, *Record:
 			typed = append(typed, t)
+		case *Records:
+			out[k] = fmt.Sprintf("%d records", len(t.Records))
 		default:
 			out[k] = fmt.Sprint(v)
 		}
