@@ -367,7 +367,7 @@ func (e *decodeFailure) Error() string { return e.msg }
 // change of one relation (its later changes in the transaction are not
 // in the batch): the relation fails like any table that cannot take a
 // change.
-func (o *chOutput) applyFail(ctx context.Context, m *service.Message, c change) error {
+func (o *chOutput) applyFail(ctx context.Context, c change) error {
 	reason := c.meta.Error
 	if reason == "" {
 		reason = "the processor could not decode it"

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redpanda-data/benthos/v4/public/service"
-
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/msg"
 )
@@ -38,7 +36,7 @@ type rowIdentity struct {
 
 // physicalIdentity reads a row change's identity and checks it against
 // the table's generation.
-func (o *chOutput) physicalIdentity(ts *tableState, m *service.Message, c change) (rowIdentity, error) {
+func (o *chOutput) physicalIdentity(ts *tableState, c change) (rowIdentity, error) {
 	var id rowIdentity
 	mc := c.meta
 	if mc.Filenode == 0 || !mc.TID.Valid() || c.op == msg.OperationUpdate && !mc.OldTID.Valid() {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redpanda-data/benthos/v4/public/service"
-
 	"github.com/walshadow/walshadow/internal/clickhouse"
 	"github.com/walshadow/walshadow/internal/desclog"
 	"github.com/walshadow/walshadow/internal/load"
@@ -222,7 +220,7 @@ func ddlKind(s string) string {
 }
 
 // applyEvent applies a schema event after every earlier row is durable.
-func (o *chOutput) applyEvent(ctx context.Context, m *service.Message, c change) error {
+func (o *chOutput) applyEvent(ctx context.Context, c change) error {
 	event := c.meta.Event
 	log := o.sess.DescLog()
 	if log == nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redpanda-data/benthos/v4/public/service"
-
 	"github.com/walshadow/walshadow/internal/clickhouse"
 )
 
@@ -20,7 +18,7 @@ import (
 //
 // old, when not nil, holds the key of the row's earlier version (a
 // physical table's update: the tuple it replaced).
-func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, pair *service.Message, old []any) error {
+func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *rowShape, c change, pair *parsedChange, old []any) error {
 	b := ts.block // the row is the open one
 	var want []int
 	for _, name := range c.omitted {
@@ -36,21 +34,19 @@ func (o *chOutput) carryUnchanged(ctx context.Context, ts *tableState, shape *ro
 		return nil
 	}
 	if pair != nil {
-		if old, err := pair.AsStructured(); err == nil {
-			if fields, ok := old.(map[string]any); ok {
-				rest := want[:0]
-				for _, idx := range want {
-					v, ok := fields[shape.names[ts.agreed.Columns[idx].Attnum]]
-					if !ok {
-						rest = append(rest, idx)
-						continue
-					}
-					if err := b.Put(idx, v); err != nil {
-						return fmt.Errorf("update of %s at %s: column %s from the old row: %w", ts.label, c.lsn, ts.Cols[idx].Name, err)
-					}
+		if fields, err := pair.fields(); err == nil {
+			rest := want[:0]
+			for _, idx := range want {
+				v, ok := fields[shape.names[ts.agreed.Columns[idx].Attnum]]
+				if !ok {
+					rest = append(rest, idx)
+					continue
 				}
-				want = rest
+				if err := b.Put(idx, v); err != nil {
+					return fmt.Errorf("update of %s at %s: column %s from the old row: %w", ts.label, c.lsn, ts.Cols[idx].Name, err)
+				}
 			}
+			want = rest
 		}
 	}
 	if len(want) == 0 {

@@ -45,6 +45,11 @@ func changeOf(m *service.Message) (change, error) {
 	if err != nil {
 		return change{}, err
 	}
+	return changeFrom(mc)
+}
+
+// changeFrom is mc as the output reads it.
+func changeFrom(mc *msg.Change) (change, error) {
 	if mc.Rel == nil || mc.Tx == nil {
 		return change{}, fmt.Errorf("%s change at %s without its relation or transaction metadata", mc.Op, mc.LSN)
 	}
@@ -81,7 +86,7 @@ func (o *chOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) e
 		// while rows it brought back of a truncated table show.)
 		err := o.guardRestart(ctx, false)
 		if err == nil {
-			err = o.writeBatch(ctx, batch, pb.changes)
+			err = o.writeBatch(ctx, pb.changes)
 		}
 		if err == nil && len(o.deferred) > 0 {
 			o.loads.AddDeferred(o.deferred)
@@ -204,10 +209,35 @@ func (o *chOutput) unavailable(ctx context.Context, err error) bool {
 	return clickhouse.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// parsedChange is one message's change metadata as changeOf read it.
+// parsedChange is one change of a batch: its metadata as changeOf read
+// it, and where its payload is (its own message, or a change batch
+// message's).
 type parsedChange struct {
 	c   change
 	err error
+	// msgErr: a processor before the output flagged the message.
+	msgErr error
+	// m is the change's own message; nil for a change of a change batch
+	// message, whose payload is payload.
+	m       *service.Message
+	payload map[string]any
+}
+
+// fields is the change's payload: its columns (a row), its shape (an
+// event).
+func (pc *parsedChange) fields() (map[string]any, error) {
+	if pc.m == nil {
+		return pc.payload, nil
+	}
+	v, err := pc.m.AsStructured()
+	if err != nil {
+		return nil, err
+	}
+	f, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("payload is %T, not an object of columns", v)
+	}
+	return f, nil
 }
 
 // parsedBatch is a batch's change metadata, read once per message before
@@ -229,13 +259,12 @@ func parseBatch(batch service.MessageBatch) *parsedBatch {
 		pb.changes = make([]parsedChange, 0, len(batch))
 	}
 	var last uint64
-	for _, m := range batch {
-		c, err := changeOf(m)
-		pb.changes = append(pb.changes, parsedChange{c, err})
+	note := func(pc parsedChange, m *service.Message) {
+		pb.changes = append(pb.changes, pc)
 		var n uint64
-		if err == nil {
-			n = c.meta.Epoch
-			if seq := c.meta.Seq; seq != 0 && (pb.turnSeq == 0 || n > pb.turnEpoch || n == pb.turnEpoch && seq < pb.turnSeq) {
+		if pc.err == nil {
+			n = pc.c.meta.Epoch
+			if seq := pc.c.meta.Seq; seq != 0 && (pb.turnSeq == 0 || n > pb.turnEpoch || n == pb.turnEpoch && seq < pb.turnSeq) {
 				pb.turnEpoch, pb.turnSeq = n, seq
 			}
 		} else {
@@ -244,6 +273,22 @@ func parseBatch(batch service.MessageBatch) *parsedBatch {
 		if n != last && n != 0 {
 			last = n
 			pb.epochs = append(pb.epochs, n)
+		}
+	}
+	for _, m := range batch {
+		merr := m.GetError()
+		cs, ok, err := msg.ChangesOf(m)
+		switch {
+		case err != nil:
+			note(parsedChange{err: err, msgErr: merr, m: m}, m)
+		case ok:
+			for i := range cs.Changes {
+				c, err := changeFrom(&cs.Changes[i])
+				note(parsedChange{c: c, err: err, msgErr: merr, payload: cs.Payloads[i]}, m)
+			}
+		default:
+			c, err := changeOf(m)
+			note(parsedChange{c: c, err: err, msgErr: merr, m: m}, m)
 		}
 	}
 	return pb
@@ -277,18 +322,19 @@ func messageEpoch(m *service.Message) uint64 {
 	return n
 }
 
-func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, parsed []parsedChange) error {
+func (o *chOutput) writeBatch(ctx context.Context, parsed []parsedChange) error {
 	var last time.Time
-	var prev *service.Message
+	var prev *parsedChange
 	var prevChange change
 	var lastCommit wal.LSN
-	for i, m := range batch {
-		if err := m.GetError(); err != nil {
+	for i := range parsed {
+		pc := &parsed[i]
+		if err := pc.msgErr; err != nil {
 			// An earlier processor failed on it: nothing of this batch may
 			// count as written (the session restarts from its resume point).
 			return fmt.Errorf("a message reached the output with a processing error: %w", err)
 		}
-		c, err := parsed[i].c, parsed[i].err
+		c, err := pc.c, pc.err
 		if err != nil {
 			return err
 		}
@@ -303,7 +349,7 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, p
 			if err := o.flushAll(ctx); err != nil {
 				return err
 			}
-			if err := o.applyEvent(ctx, m, c); err != nil {
+			if err := o.applyEvent(ctx, c); err != nil {
 				if err := o.contain(ctx, c.oid, c.lsn, err); err != nil {
 					return err
 				}
@@ -319,12 +365,12 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, p
 			}
 			last = c.commitTime
 		case msg.OperationInsert, msg.OperationUpdate, msg.OperationDelete:
-			var pair *service.Message
+			var pair *parsedChange
 			if c.keyChanged && prev != nil && prevChange.op == msg.OperationDelete &&
 				prevChange.oid == c.oid && prevChange.lsn == c.lsn {
 				pair = prev
 			}
-			if err := o.addRow(ctx, m, c, pair); err != nil {
+			if err := o.addRow(ctx, pc, c, pair); err != nil {
 				if err := o.contain(ctx, c.oid, c.lsn, err); err != nil {
 					return err
 				}
@@ -332,13 +378,13 @@ func (o *chOutput) writeBatch(ctx context.Context, batch service.MessageBatch, p
 			last = c.commitTime
 		case msg.OperationFail:
 			// The processor could not decode this relation's change.
-			if err := o.applyFail(ctx, m, c); err != nil {
+			if err := o.applyFail(ctx, c); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("message at %s: unknown %s %q", c.lsn, msg.KeyOperation, c.op)
 		}
-		prev, prevChange = m, c
+		prev, prevChange = pc, c
 	}
 	if err := o.flushAll(ctx); err != nil {
 		return err
@@ -418,8 +464,8 @@ func (o *chOutput) shapeOf(oid uint32, version wal.LSN) (*rowShape, error) {
 func replicable(d *desclog.Descriptor) bool { return d.Kind == 'r' && d.Persistence != 't' }
 
 // addRow converts one row change into its table's pending block. pair is
-// the delete half of a key-changing update when m is its update half.
-func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pair *service.Message) error {
+// the delete half of a key-changing update when pc is its update half.
+func (o *chOutput) addRow(ctx context.Context, pc *parsedChange, c change, pair *parsedChange) error {
 	shape, err := o.shapeOf(c.oid, c.version)
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", c.op, c.lsn, err)
@@ -448,7 +494,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 	}
 	var id rowIdentity
 	if ts.Layout == clickhouse.LayoutPhysical {
-		if id, err = o.physicalIdentity(ts, m, c); err != nil {
+		if id, err = o.physicalIdentity(ts, c); err != nil {
 			return err
 		}
 		if id.stale {
@@ -456,13 +502,9 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 			return nil
 		}
 	}
-	payload, err := m.AsStructured()
+	fields, err := pc.fields()
 	if err != nil {
 		return fmt.Errorf("%s of %s at %s: payload: %w", c.op, ts.label, c.lsn, err)
-	}
-	fields, ok := payload.(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s of %s at %s: payload is %T, not an object of columns", c.op, ts.label, c.lsn, payload)
 	}
 	b := ts.pending()
 	// The rows this change adds stand only when all went well: otherwise
@@ -486,7 +528,7 @@ func (o *chOutput) addRow(ctx context.Context, m *service.Message, c change, pai
 // physical table) into the table's block and ends it. keep is -1 when the
 // row stands, else the pending rows to keep: the row, and its marker
 // unless the row is deferred, are to be dropped.
-func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape, c change, id rowIdentity, fields map[string]any, pair *service.Message) (keep int, err error) {
+func (o *chOutput) fillRow(ctx context.Context, ts *tableState, shape *rowShape, c change, id rowIdentity, fields map[string]any, pair *parsedChange) (keep int, err error) {
 	b := ts.block
 	mark := b.Len()
 	if id.hasOld {

@@ -563,7 +563,7 @@ func TestWriterRefusedValueDropsOnlyItsRow(t *testing.T) {
 	c := change{op: msg.OperationInsert, oid: pgbenchOid, lsn: 0x3000200, version: pgbenchValidFrom, commitLSN: 0x3000230, recordIndex: -1}
 	bad := service.NewMessage(nil)
 	bad.SetStructuredMut(account(2, 1<<40, "b")) // abalance is an int4
-	if err := o.addRow(context.Background(), bad, c, nil); err == nil || !strings.Contains(err.Error(), "abalance") {
+	if err := o.addRow(context.Background(), &parsedChange{c: c, m: bad}, c, nil); err == nil || !strings.Contains(err.Error(), "abalance") {
 		t.Fatalf("addRow of an out-of-range int4: %v", err)
 	}
 	if n := ts().rowCount(); n != 0 || ts().block.Filled(0) {
@@ -571,7 +571,7 @@ func TestWriterRefusedValueDropsOnlyItsRow(t *testing.T) {
 	}
 	good := service.NewMessage(nil)
 	good.SetStructuredMut(account(3, 1, "c"))
-	if err := o.addRow(context.Background(), good, c, nil); err != nil {
+	if err := o.addRow(context.Background(), &parsedChange{c: c, payload: account(3, 1, "c")}, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.flush(context.Background(), ts()); err != nil {

@@ -49,6 +49,13 @@ const (
 // decoded after them. The rows' messages are built on the pool's workers,
 // each over a contiguous run of rows with its own text cache.
 func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
+	p.countRows(b.Rows)
+	if p.batchMessages {
+		if len(b.Rows)+len(b.Events) == 0 {
+			return nil
+		}
+		return service.MessageBatch{p.changesMessage(b)}
+	}
 	rows := b.Rows
 	rowMsgs := make([]*service.Message, len(rows))
 	changes := make([]msg.Change, len(rows))
@@ -88,8 +95,12 @@ func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
 	for ; ev < len(b.Events); ev++ {
 		out = append(out, p.eventMessage(&b.Events[ev], b.Epoch, b.Seq))
 	}
-	// Counted per batch: a labelled counter's lookup per row costs more
-	// than the row's metadata.
+	return out
+}
+
+// countRows counts a batch's rows by operation: per batch, as a labelled
+// counter's lookup per row costs more than the row's metadata.
+func (p *decodeProcessor) countRows(rows []decode.RowChange) {
 	var counts [decode.OpFail + 1]int64
 	for i := range rows {
 		if op := rows[i].Op; int(op) < len(counts) {
@@ -101,7 +112,50 @@ func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
 			p.m.rows.Incr(n, opName(decode.Op(op)))
 		}
 	}
-	return out
+}
+
+// changesMessage is a batch's output as one change batch message
+// (messages: batch): the changes messages would carry, in the same order,
+// with the same metadata and payloads, built on the pool's workers.
+func (p *decodeProcessor) changesMessage(b *batchdecode.Batch) *service.Message {
+	rows := b.Rows
+	n := len(rows) + len(b.Events)
+	cs := &msg.Changes{Epoch: b.Epoch, Seq: b.Seq, Changes: make([]msg.Change, n), Payloads: make([]map[string]any, n)}
+	// Row i goes after the events placed at or before it; event j after
+	// the Before rows and the j events ahead of it.
+	pos := make([]int, len(rows))
+	ev := 0
+	for i := range rows {
+		for ev < len(b.Events) && b.Events[ev].Before <= i {
+			ev++
+		}
+		pos[i] = i + ev
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i-1].LSN == rows[i].LSN {
+			cs.Changes[pos[i]].RecordIndex = cs.Changes[pos[i-1]].RecordIndex + 1
+		}
+	}
+	workers := p.dec.Workers()
+	if len(p.rowText) < workers {
+		p.rowText = make([]textCache, workers)
+	}
+	parallelRuns(len(rows), workers, func(w, from, to int) {
+		text := &p.rowText[w]
+		for i := from; i < to; i++ {
+			c := &cs.Changes[pos[i]]
+			c.KeyChanged = keyChange(rows, i)
+			cs.Payloads[pos[i]] = p.rowChange(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
+		}
+	})
+	for j := range b.Events {
+		c, payload := p.eventChange(&b.Events[j], b.Epoch, b.Seq)
+		at := b.Events[j].Before + j
+		cs.Changes[at], cs.Payloads[at] = *c, payload
+	}
+	m := service.NewMessage(nil)
+	msg.SetChanges(m, cs)
+	return m
 }
 
 // parallelMinRows: fewer rows than this are built on the caller's
@@ -152,11 +206,10 @@ func opName(op decode.Op) string {
 	return "unknown"
 }
 
-// rowMessage is a row change's message (a failure's when r failed): the
-// columns as a structured payload, c (filled here) as its typed metadata,
-// and the routing strings.
-func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) *service.Message {
-	m := service.NewMessage(nil)
+// rowChange fills c with a row change's metadata (a failure's when r
+// failed) and returns its payload: the columns, or an empty object for a
+// failure (logged once here).
+func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) map[string]any {
 	rm := text.relation(r.Desc)
 	c.Op = opName(r.Op)
 	c.Rel = rm.rel
@@ -167,33 +220,47 @@ func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *b
 	}
 	c.Filenode = r.Filenode
 	if r.Op == decode.OpFail {
-		p.failMessage(m, r, tx, c)
-	} else {
-		payload := make(map[string]any, len(r.Fields))
-		var omitted []string
-		for i := range r.Fields {
-			f := &r.Fields[i]
-			switch {
-			case f.Omitted:
-				omitted = append(omitted, f.Col.Name)
-			case f.Null:
-				payload[f.Col.Name] = nil
-			default:
-				payload[f.Col.Name] = f.Value
-			}
+		c.Error = "unknown failure"
+		if r.Err != nil {
+			c.Error = r.Err.Error()
 		}
-		m.SetStructuredMut(payload)
-		c.UnchangedToast = omitted
-		if r.Op == decode.OpTruncate {
-			c.Event = EventTruncate
+		p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
+			r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.TopXID, tx.CommitLSNText, r.LSN, c.Error)
+		return map[string]any{}
+	}
+	payload := make(map[string]any, len(r.Fields))
+	var omitted []string
+	for i := range r.Fields {
+		f := &r.Fields[i]
+		switch {
+		case f.Omitted:
+			omitted = append(omitted, f.Col.Name)
+		case f.Null:
+			payload[f.Col.Name] = nil
+		default:
+			payload[f.Col.Name] = f.Value
 		}
 	}
+	c.UnchangedToast = omitted
+	if r.Op == decode.OpTruncate {
+		c.Event = EventTruncate
+	}
+	return payload
+}
+
+// rowMessage is a row change's message (a failure's when r failed): the
+// columns as a structured payload, c (filled here) as its typed metadata,
+// and the routing strings.
+func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) *service.Message {
+	m := service.NewMessage(nil)
+	m.SetStructuredMut(p.rowChange(text, r, tx, c, epoch, seq))
 	m.MetaSetMut(MetaChange, c)
 	// Truncates and failures are rare: they carry every string.
 	if p.allMeta || r.Op == decode.OpFail || r.Op == decode.OpTruncate {
 		c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
 	} else {
 		// The routing strings from the cache: no formatting, no boxing.
+		rm := text.relation(r.Desc)
 		m.MetaSetMut(MetaOperation, c.Op)
 		if c.Event != "" {
 			m.MetaSetMut(MetaEvent, c.Event)
@@ -204,18 +271,6 @@ func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *b
 		m.MetaSetMut(MetaCommitLSN, tx.CommitLSNText)
 	}
 	return m
-}
-
-// failMessage makes m a table's failure: an empty payload, the reason in
-// c.Error, logged once here.
-func (p *decodeProcessor) failMessage(m *service.Message, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change) {
-	m.SetStructuredMut(map[string]any{})
-	c.Error = "unknown failure"
-	if r.Err != nil {
-		c.Error = r.Err.Error()
-	}
-	p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
-		r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.TopXID, tx.CommitLSNText, r.LSN, c.Error)
 }
 
 // textCache keeps the metadata values consecutive rows share (the rows of
@@ -280,11 +335,10 @@ func columnByNum(d *desclog.Descriptor, num int16) *desclog.Column {
 	return nil
 }
 
-// eventMessage is a schema event: the relation's shape (and, for a change,
-// the previous shape and the difference) as a structured payload.
-func (p *decodeProcessor) eventMessage(placed *batchdecode.Event, epoch, seq uint64) *service.Message {
+// eventChange is a schema event's metadata and payload: the relation's
+// shape (and, for a change, the previous shape and the difference).
+func (p *decodeProcessor) eventChange(placed *batchdecode.Event, epoch, seq uint64) (*msg.Change, map[string]any) {
 	ev := placed.Event
-	m := service.NewMessage(nil)
 	kind := ev.Kind.String()
 	payload := map[string]any{
 		"format":       schemaPayloadFormat,
@@ -309,11 +363,18 @@ func (p *decodeProcessor) eventMessage(placed *batchdecode.Event, epoch, seq uin
 			c.Rewritten, c.Filenode = true, ev.Desc.Rfn.RelNum
 		}
 	}
+	p.m.events.Incr(1, kind)
+	return c, payload
+}
+
+// eventMessage is a schema event's message: its shape as a structured
+// payload, and every metadata string (events are few).
+func (p *decodeProcessor) eventMessage(placed *batchdecode.Event, epoch, seq uint64) *service.Message {
+	c, payload := p.eventChange(placed, epoch, seq)
+	m := service.NewMessage(nil)
 	m.SetStructuredMut(payload)
-	// Events are few: every string is set.
 	m.MetaSetMut(MetaChange, c)
 	c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
-	p.m.events.Incr(1, kind)
 	return m
 }
 

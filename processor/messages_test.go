@@ -197,3 +197,100 @@ func TestMessagesOnWorkers(t *testing.T) {
 		t.Errorf("no record index counted across a cut: %v", want[395:401])
 	}
 }
+
+// TestChangesMessageMatchesRows: a batch as one change batch message
+// carries, in the same order, the changes and payloads its row messages
+// carry, events in their places, on one worker or several.
+func TestChangesMessageMatchesRows(t *testing.T) {
+	a, b := testDesc(16400, "a", true), testDesc(16410, "b", false)
+	build := func() *batchdecode.Batch {
+		o := &batchdecode.Batch{Epoch: 3, Seq: 9}
+		tx := testTx(0x9000)
+		lsn := wal.LSN(0x1000)
+		add := func(op decode.Op, d *desclog.Descriptor, id int64) {
+			r := decode.RowChange{Op: op, LSN: lsn, Desc: d, DescFrom: 0x100, TID: decode.TID{Block: 1, Off: uint16(len(o.Rows) + 1)}, Filenode: d.Rfn.RelNum}
+			switch op {
+			case decode.OpFail:
+				r.Err = errors.New("boom")
+			case decode.OpTruncate:
+			default:
+				r.Fields = []decode.Field{{Col: &d.Columns[0], Value: id}, {Col: &d.Columns[1], Value: fmt.Sprint("v", id)}}
+			}
+			o.Rows = append(o.Rows, r)
+			o.RowTx = append(o.RowTx, tx)
+		}
+		for i := 0; i < 1500; i++ {
+			switch {
+			case i%500 < 300: // a multi-insert, cut by the runs
+				add(decode.OpInsert, a, int64(i))
+				if i%500 == 299 {
+					lsn += 0x100
+				}
+			case i%7 == 0:
+				add(decode.OpDelete, a, int64(i))
+				add(decode.OpUpdate, a, int64(i+1))
+				lsn += 0x100
+			case i == 1499:
+				add(decode.OpTruncate, b, 0)
+			case i == 1333:
+				add(decode.OpFail, b, 0)
+			default:
+				add(decode.OpInsert, b, int64(i))
+				lsn += 0x100
+			}
+		}
+		for j, at := range []int{0, 0, 700, 1200, len(o.Rows)} {
+			o.Events = append(o.Events, batchdecode.Event{Before: at, Tx: tx,
+				Event: &desclog.Event{Kind: desclog.EventAdded, Oid: a.Oid, ValidFrom: wal.LSN(0x100 + j), Desc: a}})
+		}
+		return o
+	}
+	line := func(c *msg.Change, payload any) string {
+		return fmt.Sprintf("%s %s %s rel=%v lsn=%s idx=%d kc=%v tid=%v old=%v fn=%d toast=%v err=%q seq=%d/%d %v",
+			c.Op, c.Event, c.Tx.CommitLSN, *c.Rel, c.LSN, c.RecordIndex, c.KeyChanged, c.TID, c.OldTID, c.Filenode, c.UnchangedToast, c.Error, c.Epoch, c.Seq, payload)
+	}
+	rowForm := func() []string {
+		p := newDecodeProcessor(nil, service.MockResources(), decode.TxOptions{})
+		var out []string
+		for _, m := range p.messages(build()) {
+			c, err := msg.ChangeOf(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := m.AsStructured()
+			out = append(out, line(c, s))
+		}
+		return out
+	}
+	want := rowForm()
+	for _, workers := range []int{1, 2, 8} {
+		p := newDecodeProcessor(nil, service.MockResources(), decode.TxOptions{})
+		p.batchMessages = true
+		p.dec = batchdecode.New(nil, decode.TxOptions{}, workers, batchdecode.Observer{})
+		msgs := p.messages(build())
+		if len(msgs) != 1 {
+			t.Fatalf("%d workers: %d messages, want one", workers, len(msgs))
+		}
+		cs, ok, err := msg.ChangesOf(msgs[0])
+		if !ok || err != nil {
+			t.Fatalf("%d workers: not a change batch (%v)", workers, err)
+		}
+		if s, _ := msgs[0].MetaGet(msg.KeySeq); s != "9" || cs.Epoch != 3 {
+			t.Errorf("batch position %q, epoch %d", s, cs.Epoch)
+		}
+		if len(cs.Changes) != len(want) {
+			t.Fatalf("%d workers: %d changes, want %d", workers, len(cs.Changes), len(want))
+		}
+		for i := range cs.Changes {
+			if got := line(&cs.Changes[i], cs.Payloads[i]); got != want[i] {
+				t.Fatalf("%d workers, change %d:\n got  %s\n want %s", workers, i, got, want[i])
+			}
+		}
+	}
+	joined := strings.Join(want, "\n")
+	for _, s := range []string{"idx=299 ", "kc=true", "fail ", "truncate truncate", "schema added"} {
+		if !strings.Contains(joined, s) {
+			t.Errorf("the batch has no %q: the comparison misses a case", s)
+		}
+	}
+}

@@ -49,6 +49,10 @@ const (
 	metadataRouting = "routing"
 	metadataAll     = "all"
 
+	fieldMessages = "messages"
+	messagesRow   = "row"
+	messagesBatch = "batch"
+
 	toastOmit = "omit"
 	toastFail = "fail"
 )
@@ -132,7 +136,10 @@ past it is acknowledged.`).
 			Default(1 << 30).Advanced()).
 		Field(service.NewStringEnumField(fieldMetadata, metadataRouting, metadataAll).
 			Description("Which metadata a row change carries as strings besides the typed `walshadow_change`: `routing` (operation, schema, table, LSN, commit LSN) or `all` (every key above: a map insert each per row, which costs throughput). A mapping that reads any other key per row needs `all`. The output reads the typed value: to send rows elsewhere, configure the output, not the metadata.").
-			Default(metadataRouting).Advanced())
+			Default(metadataRouting).Advanced()).
+		Field(service.NewStringEnumField(fieldMessages, messagesRow, messagesBatch).
+			Description("`row`: one message per row change and schema event, as described above. `batch`: everything one input batch decodes to as a single message (the changes under `walshadow_changes`, typed, with their payloads; `walshadow_seq` and `walshadow_epoch` as strings; an empty payload), which spares a message, a metadata map and the routing strings per row. Only `clickhouse_ddl` reads a batch message: place it right after this processor, with no processor between (`walshadow lint` checks it). `metadata: all` implies `row`.").
+			Default(messagesRow).Advanced())
 }
 
 func init() {
@@ -165,8 +172,13 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			messages, err := conf.FieldString(fieldMessages)
+			if err != nil {
+				return nil, err
+			}
 			p := newDecodeProcessor(sess, mgr, opts)
 			p.allMeta = meta == metadataAll
+			p.batchMessages = messages == messagesBatch && !p.allMeta
 			return p, nil
 		})
 	if err != nil {
@@ -178,8 +190,10 @@ type decodeProcessor struct {
 	sess *session.Session
 	log  *service.Logger
 	m    *decodeMetrics
-	// allMeta sets every metadata key of a row change as a string.
-	allMeta bool
+	// allMeta sets every metadata key of a row change as a string;
+	// batchMessages sends a batch's changes as one message.
+	allMeta       bool
+	batchMessages bool
 
 	// identityNoted: the identity note last logged per relation, so each
 	// is said once (not again at every schema event of the table).

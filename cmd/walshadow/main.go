@@ -49,5 +49,6 @@ func cliOptions() []service.CLIOptFunc {
 		service.CLIOptAddCommand(preflightCommand()),
 		service.CLIOptAddCommand(statusCommand()),
 		service.CLIOptAddCommand(reloadCommand()),
+		service.CLIOptOnConfigParse(checkMessageForm),
 	}
 }

@@ -29,6 +29,8 @@ const (
 const (
 	// KeyChange holds the *Change.
 	KeyChange = "walshadow_change"
+	// KeyChanges holds the *Changes of a change batch message.
+	KeyChanges = "walshadow_changes"
 
 	KeyOperation      = "walshadow_operation"
 	KeyEvent          = "walshadow_event"

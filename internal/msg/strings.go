@@ -20,6 +20,8 @@ func Strings(m *service.Message) map[string]string {
 			typed = append(typed, t)
 		case *Records:
 			out[k] = fmt.Sprintf("%d records", len(t.Records))
+		case *Changes:
+			out[k] = fmt.Sprintf("%d changes", len(t.Changes))
 		default:
 			out[k] = fmt.Sprint(v)
 		}

@@ -24,6 +24,9 @@ type Pipeline struct {
 	// Output is the output's YAML (the part under `output:`); "" drops
 	// every message.
 	Output string
+	// DecodeMessages is walshadow_decode's messages: "" is batch into a
+	// clickhouse_ddl output (what the reference pipeline does), else row.
+	DecodeMessages string
 }
 
 // YAML renders the pipeline config.
@@ -39,6 +42,13 @@ func (p Pipeline) YAML() string {
 	output := p.Output
 	if strings.TrimSpace(output) == "" {
 		output = "drop: {}"
+	}
+	messages := p.DecodeMessages
+	if messages == "" {
+		messages = "row"
+		if strings.HasPrefix(strings.TrimSpace(output), "clickhouse_ddl:") {
+			messages = "batch"
+		}
 	}
 	return fmt.Sprintf(`
 http: { enabled: false }
@@ -59,10 +69,11 @@ pipeline:
   processors:
     - walshadow_decode:
         session: main
+        messages: %s
 output:
 %s
 `, logger, p.Source.DSN(), p.StateDir, p.Slot, p.Source.BinDir(), ServerOSUser(), p.ShadowPort, p.BridgeDir,
-		Indent(p.Session, "    "), Indent(output, "  "))
+		Indent(p.Session, "    "), messages, Indent(output, "  "))
 }
 
 // ClickHouseOutput is a clickhouse_ddl output's YAML for a Pipeline:
