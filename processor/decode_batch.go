@@ -47,6 +47,7 @@ func records(batch service.MessageBatch) ([]batchdecode.Record, error) {
 	}
 	return recs, nil
 }
+
 // preflight reports, once, the tables without a usable replica identity:
 // their UPDATEs and DELETEs are replicated by physical row identity.
 func (p *decodeProcessor) preflight() {

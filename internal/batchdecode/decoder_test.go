@@ -37,7 +37,7 @@ type fakeSession struct {
 	asked  []wal.LSN
 }
 
-func (s *fakeSession) DescLog() *desclog.Log { return s.log }
+func (s *fakeSession) DescLog() *desclog.Log  { return s.log }
 func (s *fakeSession) Bridge() *shadow.Bridge { return nil }
 func (s *fakeSession) BoundaryEvents(ctx context.Context, next wal.LSN) ([]desclog.Event, error) {
 	s.asked = append(s.asked, next)
