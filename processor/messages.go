@@ -59,29 +59,8 @@ func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
 	rows := b.Rows
 	rowMsgs := make([]*service.Message, len(rows))
 	changes := make([]msg.Change, len(rows))
-	// The change's position among the changes of its WAL record (a
-	// multi-insert's tuples, an update's delete and insert halves): a
-	// record is decoded whole within one batch, so a replay numbers them
-	// the same.
-	for i := 1; i < len(rows); i++ {
-		if rows[i-1].LSN == rows[i].LSN {
-			changes[i].RecordIndex = changes[i-1].RecordIndex + 1
-		}
-	}
-	workers := p.dec.Workers()
-	if len(p.rowText) < workers {
-		p.rowText = make([]textCache, workers)
-	}
-	parallelRuns(len(rows), workers, func(w, from, to int) {
-		text := &p.rowText[w]
-		for i := from; i < to; i++ {
-			c := &changes[i]
-			// The delete of the old key and the update that follows it: a
-			// consumer carries the update's unchanged TOAST columns over from
-			// the deleted row (PostgreSQL logged only the old key).
-			c.KeyChanged = keyChange(rows, i)
-			rowMsgs[i] = p.rowMessage(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
-		}
+	p.eachRow(rows, func(i int) *msg.Change { return &changes[i] }, func(text *textCache, i int, c *msg.Change) {
+		rowMsgs[i] = p.rowMessage(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
 	})
 	out := make(service.MessageBatch, 0, len(rows)+len(b.Events))
 	ev := 0
@@ -96,6 +75,37 @@ func (p *decodeProcessor) messages(b *batchdecode.Batch) service.MessageBatch {
 		out = append(out, p.eventMessage(&b.Events[ev], b.Epoch, b.Seq))
 	}
 	return out
+}
+
+// eachRow calls row for every row on the pool's workers, each over a
+// contiguous run of rows with its own text cache, with the row's change
+// (change(i)) numbered within its WAL record and flagged when it is a
+// half of a key change.
+func (p *decodeProcessor) eachRow(rows []decode.RowChange, change func(i int) *msg.Change, row func(text *textCache, i int, c *msg.Change)) {
+	// The change's position among the changes of its WAL record (a
+	// multi-insert's tuples, an update's delete and insert halves): a
+	// record is decoded whole within one batch, so a replay numbers them
+	// the same.
+	for i := 1; i < len(rows); i++ {
+		if rows[i-1].LSN == rows[i].LSN {
+			change(i).RecordIndex = change(i-1).RecordIndex + 1
+		}
+	}
+	workers := p.dec.Workers()
+	if len(p.rowText) < workers {
+		p.rowText = make([]textCache, workers)
+	}
+	parallelRuns(len(rows), workers, func(w, from, to int) {
+		text := &p.rowText[w]
+		for i := from; i < to; i++ {
+			c := change(i)
+			// The delete of the old key and the update that follows it: a
+			// consumer carries the update's unchanged TOAST columns over from
+			// the deleted row (PostgreSQL logged only the old key).
+			c.KeyChanged = keyChange(rows, i)
+			row(text, i, c)
+		}
+	})
 }
 
 // countRows counts a batch's rows by operation: per batch, as a labelled
@@ -131,22 +141,8 @@ func (p *decodeProcessor) changesMessage(b *batchdecode.Batch) *service.Message 
 		}
 		pos[i] = i + ev
 	}
-	for i := 1; i < len(rows); i++ {
-		if rows[i-1].LSN == rows[i].LSN {
-			cs.Changes[pos[i]].RecordIndex = cs.Changes[pos[i-1]].RecordIndex + 1
-		}
-	}
-	workers := p.dec.Workers()
-	if len(p.rowText) < workers {
-		p.rowText = make([]textCache, workers)
-	}
-	parallelRuns(len(rows), workers, func(w, from, to int) {
-		text := &p.rowText[w]
-		for i := from; i < to; i++ {
-			c := &cs.Changes[pos[i]]
-			c.KeyChanged = keyChange(rows, i)
-			cs.Payloads[pos[i]] = p.rowChange(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
-		}
+	p.eachRow(rows, func(i int) *msg.Change { return &cs.Changes[pos[i]] }, func(text *textCache, i int, c *msg.Change) {
+		cs.Payloads[pos[i]] = p.rowChange(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
 	})
 	for j := range b.Events {
 		c, payload := p.eventChange(&b.Events[j], b.Epoch, b.Seq)
