@@ -20,7 +20,9 @@ func TestThreadsDeliverOutOfOrder(t *testing.T) {
 	r := newRig(t, testrig.WithMaxPreparedTransactions(10), testrig.WithSetting("log_min_error_statement", "panic"))
 	r.editPipeline = func(y string) string {
 		out := strings.Replace(y, "  threads: 1\n", "  threads: 4\n", 1)
-		out = strings.Replace(out, "        session: main\noutput:", `        session: main
+		// (One message per row: a processor after walshadow_decode sees
+		// the rows, as walshadow run requires.)
+		out = strings.Replace(out, "        messages: batch\noutput:", `        messages: row
     - sleep:
         duration: '${! if batch_index() == 0 { random_int(max: 40).string() + "ms" } else { "0s" } }'
 output:`, 1)

@@ -21,7 +21,7 @@ func TestDecodeMapping(t *testing.T) {
 	stateDir := newStateDir(t, src)
 	const slot = "walshadow_threads"
 	yaml := pipelineYAML(src, stateDir, bridgeDir, testrig.FreePort(t), slot)
-	yaml = strings.Replace(yaml, "        session: main\noutput:", `        session: main
+	yaml = strings.Replace(yaml, "        messages: row\noutput:", `        messages: row
     - mapping: |
         root = this
         root.secret = if @walshadow_table == "masked" && this.exists("secret") { "xxx" }
