@@ -93,7 +93,8 @@ func TestWriterChangeBatchMatchesRows(t *testing.T) {
 }
 
 // TestWriterChangeBatchErrors: a change batch whose payloads do not match
-// its changes, or that a processor flagged, is not written.
+// its changes, that a processor after walshadow_decode wrote to, or that a
+// processor flagged, is not written.
 func TestWriterChangeBatchErrors(t *testing.T) {
 	o, _ := newFakeOutput(t, 1000)
 	b := asChangeBatch(t, batchOf(ins(0x3000100, account(1, 10, "a"))))
@@ -101,6 +102,11 @@ func TestWriterChangeBatchErrors(t *testing.T) {
 	cs.Payloads = append(cs.Payloads, nil)
 	if err := o.WriteBatch(t.Context(), b); err == nil || !strings.Contains(err.Error(), "1 changes, 2 payloads") {
 		t.Errorf("mismatched payloads: %v", err)
+	}
+	b = asChangeBatch(t, batchOf(ins(0x3000100, account(1, 10, "a"))))
+	b[0].SetStructuredMut(map[string]any{"secret": "xxx"}) // a masking mapping after the processor
+	if err := o.WriteBatch(t.Context(), b); err == nil || !strings.Contains(err.Error(), "need its messages: row") {
+		t.Errorf("a change batch a mapping wrote to: %v", err)
 	}
 	b = asChangeBatch(t, batchOf(ins(0x3000100, account(1, 10, "a"))))
 	b[0].SetError(fmt.Errorf("mapping failed"))

@@ -278,6 +278,13 @@ func parseBatch(batch service.MessageBatch) *parsedBatch {
 	for _, m := range batch {
 		merr := m.GetError()
 		cs, ok, err := msg.ChangesOf(m)
+		if ok && err == nil {
+			if b, _ := m.AsBytes(); len(b) > 0 {
+				// A processor after walshadow_decode wrote to it, meaning
+				// to change rows it cannot see in this form.
+				err = fmt.Errorf("change batch %d of run %d: a processor after walshadow_decode set its payload (%d bytes); processors placed after it need its messages: row", cs.Seq, cs.Epoch, len(b))
+			}
+		}
 		switch {
 		case err != nil:
 			note(parsedChange{err: err, msgErr: merr, m: m}, m)

@@ -138,7 +138,7 @@ past it is acknowledged.`).
 			Description("Which metadata a row change carries as strings besides the typed `walshadow_change`: `routing` (operation, schema, table, LSN, commit LSN) or `all` (every key above: a map insert each per row, which costs throughput). A mapping that reads any other key per row needs `all`. The output reads the typed value: to send rows elsewhere, configure the output, not the metadata.").
 			Default(metadataRouting).Advanced()).
 		Field(service.NewStringEnumField(fieldMessages, messagesRow, messagesBatch).
-			Description("`row`: one message per row change and schema event, as described above. `batch`: everything one input batch decodes to as a single message (the changes under `walshadow_changes`, typed, with their payloads; `walshadow_seq` and `walshadow_epoch` as strings; an empty payload), which spares a message, a metadata map and the routing strings per row. Only `clickhouse_ddl` reads a batch message: place it right after this processor, with no processor between (`walshadow lint` checks it). `metadata: all` implies `row`.").
+			Description("`row`: one message per row change and schema event, as described above. `batch`: everything one input batch decodes to as a single message (the changes under `walshadow_changes`, typed, with their payloads; `walshadow_seq` and `walshadow_epoch` as strings; an empty payload), which spares a message, a metadata map and the routing strings per row. Only `clickhouse_ddl` reads a batch message: place it right after this processor, with no processor between (`walshadow run` refuses a config that does not, and the output a batch message a processor wrote to). `metadata: all` implies `row`.").
 			Default(messagesRow).Advanced())
 }
 
