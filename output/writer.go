@@ -255,8 +255,16 @@ var parsedPool = sync.Pool{New: func() any { return new(parsedBatch) }}
 
 func parseBatch(batch service.MessageBatch) *parsedBatch {
 	pb := parsedPool.Get().(*parsedBatch)
-	if cap(pb.changes) < len(batch) {
-		pb.changes = make([]parsedChange, 0, len(batch))
+	n := 0
+	for _, m := range batch {
+		if cs, ok, err := msg.ChangesOf(m); ok && err == nil {
+			n += len(cs.Changes)
+		} else {
+			n++
+		}
+	}
+	if cap(pb.changes) < n {
+		pb.changes = make([]parsedChange, 0, n)
 	}
 	var last uint64
 	note := func(pc parsedChange, m *service.Message) {

@@ -37,7 +37,15 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 // records reads a batch's records, whichever form the input sent them in
 // (msg.EachRecord).
 func records(batch service.MessageBatch) ([]batchdecode.Record, error) {
-	recs := make([]batchdecode.Record, 0, len(batch))
+	n := 0
+	for _, m := range batch {
+		if rs, ok := msg.RecordsOf(m); ok {
+			n += len(rs.Records)
+		} else {
+			n++
+		}
+	}
+	recs := make([]batchdecode.Record, 0, n)
 	err := msg.EachRecord(batch, func(r *msg.Record, raw []byte, boundary bool) error {
 		recs = append(recs, batchdecode.Record{Meta: r, Raw: raw, Boundary: boundary})
 		return nil
