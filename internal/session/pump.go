@@ -307,7 +307,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 	p.decided = rec.Next
 	if d.ToDecoder || d.Boundary != nil {
 		if p.batch == nil {
-			p.batch = &Batch{First: rec.LSN}
+			p.batch = &Batch{First: rec.LSN, Items: make([]Item, 0, min(p.cfg.MaxBatchRecords, 4096))}
 			p.batchBorn = time.Now()
 		}
 		p.batch.Items = append(p.batch.Items, Item{Record: p.records.Clone(rec), Decision: d})

@@ -366,12 +366,23 @@ func (b *Batch) addChanges(changes []xact.Change, tx *TxInfo, layout *wal.Layout
 	b.size += n
 	arena := make([]byte, 0, n)
 	recs := make([]wal.Record, len(changes))
+	// The records' block references share one array too (a row change
+	// names one block, an update two): each record decodes into the rest
+	// of it and is capped at its own, so no later append reaches the next
+	// record's (one that outgrows the array gets its own).
+	blocks := make([]wal.BlockRef, 0, len(changes)+len(changes)/4)
 	for i, c := range changes {
 		raw := arena[len(arena) : len(arena)+len(c.Raw)]
 		arena = append(arena, c.Raw...)
+		rest := blocks[len(blocks):cap(blocks)]
+		recs[i].Blocks = rest[:0]
 		if err := wal.DecodeRecord(raw, c.LSN, layout, &recs[i]); err != nil {
 			return fmt.Errorf("re-reading the buffered record at %s (xid %d): %w", c.LSN, tx.TopXID, err)
 		}
+		if nb := len(recs[i].Blocks); nb > 0 && nb <= len(rest) && &recs[i].Blocks[0] == &rest[0] {
+			blocks = blocks[:len(blocks)+nb] // (decoded in place)
+		}
+		recs[i].Blocks = recs[i].Blocks[:len(recs[i].Blocks):len(recs[i].Blocks)]
 		recs[i].Next = c.Next
 		b.add(Item{Record: &recs[i], Decision: Decision{ToDecoder: true, DeferCatalogDecode: c.Flags&xact.FlagDeferCatalogDecode != 0}}, tx)
 	}

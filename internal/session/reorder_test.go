@@ -4,7 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/walshadow/walshadow/internal/msg"
 	"github.com/walshadow/walshadow/internal/wal"
+	"github.com/walshadow/walshadow/internal/wal/walbuild"
 	"github.com/walshadow/walshadow/internal/xact"
 )
 
@@ -197,4 +199,57 @@ func TestReordererEmitsCommittedTransactionsWhole(t *testing.T) {
 			t.Logf("%d transactions, %d row changes, %d spills", len(got), changes, st.Spills)
 		})
 	}
+}
+
+// TestAddChangesRecordsStayApart: the records of a drained slice, decoded
+// into shared byte and block arrays, each equal a fresh decode of their
+// bytes, and appending to one's blocks reaches no other record's (more
+// blocks than the shared array holds included).
+func TestAddChangesRecordsStayApart(t *testing.T) {
+	layout, err := wal.LayoutForMajor(15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := wal.RelFileNode{SpcOid: 1663, DbOid: 5, RelNum: 16400}
+	var changes []xact.Change
+	lsn := wal.LSN(0x1000)
+	for i := 0; i < 12; i++ {
+		// 1 to 5 block references: more than the shared array's share.
+		var blocks []walbuild.Block
+		for j := 0; j <= i%5; j++ {
+			blocks = append(blocks, walbuild.Block{Rel: rel, Blk: uint32(10*i + j), Data: []byte{byte(i), byte(j)}})
+		}
+		raw := walbuild.Record(wal.RmgrHeap, wal.XLogHeapInsert, 900, blocks, []byte{1, 0, 0})
+		changes = append(changes, xact.Change{LSN: lsn, Next: lsn + 0x100, XID: 900, Raw: raw})
+		lsn += 0x100
+	}
+	b := &Batch{}
+	tx := &TxInfo{Tx: msg.Tx{TopXID: 900, CommitLSN: lsn, FirstLSN: 0x1000}}
+	if err := b.addChanges(changes, tx, layout); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		for i, it := range b.Items {
+			var want wal.Record
+			if err := wal.DecodeRecord(changes[i].Raw, changes[i].LSN, layout, &want); err != nil {
+				t.Fatal(err)
+			}
+			got := it.Record
+			if len(got.Blocks) != len(want.Blocks) || len(got.Blocks) != 1+i%5 {
+				t.Fatalf("record %d: %d blocks, want %d", i, len(got.Blocks), len(want.Blocks))
+			}
+			for j := range got.Blocks {
+				if g, w := got.Blocks[j], want.Blocks[j]; g.BlockNum != w.BlockNum || string(g.Data) != string(w.Data) {
+					t.Fatalf("record %d block %d: %+v, want %+v", i, j, g, w)
+				}
+			}
+		}
+	}
+	check()
+	// An append to one record's blocks must not land in the next one's.
+	for _, it := range b.Items {
+		_ = append(it.Record.Blocks, wal.BlockRef{BlockNum: 999999})
+	}
+	check()
 }
