@@ -95,7 +95,7 @@ func canonicalValue(src desclog.Column, oid uint32, t ColumnType, v any) (string
 		// shopspring/decimal's Decimal, without importing the driver's
 		// dependency here: numeric(p,s) prints exactly s fraction digits.
 		if d, ok := v.(interface{ StringFixed(places int32) string }); ok {
-			return d.StringFixed(int32(t.Scale)), nil
+			return trimScale(d.StringFixed(int32(t.Scale)), t.Scale, src, oid), nil
 		}
 	case ReprUUID:
 		switch x := v.(type) {
@@ -330,4 +330,29 @@ func writeArrayElement(b *strings.Builder, text string) {
 		b.WriteByte(text[i])
 	}
 	b.WriteByte('"')
+}
+
+// trimScale renders text (a decimal printed with scale fraction digits)
+// as PostgreSQL prints it for a numeric column of a smaller scale, which
+// a wider ClickHouse Decimal kept after a type change holds exactly: the
+// digits past the source's scale go when they are zeros (a nonzero one
+// stays, so the difference shows).
+func trimScale(text string, scale int, src desclog.Column, oid uint32) string {
+	const numericOid, varHdrSz = 1700, 4
+	if oid != numericOid || src.TypMod < varHdrSz {
+		return text
+	}
+	want := int((src.TypMod - varHdrSz) & 0xffff)
+	if want >= scale {
+		return text
+	}
+	cut := text[len(text)-(scale-want):]
+	if strings.Trim(cut, "0") != "" {
+		return text
+	}
+	text = text[:len(text)-(scale-want)]
+	if want == 0 {
+		text = strings.TrimSuffix(text, ".")
+	}
+	return text
 }

@@ -165,3 +165,28 @@ func TestCanonicalTextRefusesMismatches(t *testing.T) {
 		})
 	}
 }
+
+// TestCanonicalDecimalAtSourceScale: a Decimal wider than its numeric
+// source column (kept after numeric(10,2) became numeric(8,1)) renders at
+// the source's scale, as PostgreSQL prints it, unless a digit past it is
+// not zero.
+func TestCanonicalDecimalAtSourceScale(t *testing.T) {
+	spec := ColumnSpec{Name: "amount", Type: ColumnType{Repr: ReprDecimal, Precision: 10, Scale: 2}}
+	for _, c := range []struct {
+		typmod int32
+		v      string
+		want   string
+	}{
+		{typmod: 8<<16 | 1 + 4, v: "1105637.5", want: "1105637.5"},
+		{typmod: 8<<16 | 1 + 4, v: "-9053422.25", want: "-9053422.25"}, // not the source's value: shown whole
+		{typmod: 8<<16 | 0 + 4, v: "7", want: "7"},
+		{typmod: 10<<16 | 2 + 4, v: "7", want: "7.00"},
+		{typmod: -1, v: "7", want: "7.00"},
+	} {
+		src := desclog.Column{Name: "amount", TypeOid: 1700, TypMod: c.typmod}
+		got, null, err := CanonicalText(src, spec, decimal.RequireFromString(c.v))
+		if err != nil || null || got != c.want {
+			t.Errorf("typmod %d, %s: %q (%v, %v), want %q", c.typmod, c.v, got, null, err, c.want)
+		}
+	}
+}
