@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -255,16 +256,8 @@ var parsedPool = sync.Pool{New: func() any { return new(parsedBatch) }}
 
 func parseBatch(batch service.MessageBatch) *parsedBatch {
 	pb := parsedPool.Get().(*parsedBatch)
-	n := 0
-	for _, m := range batch {
-		if cs, ok, err := msg.ChangesOf(m); ok && err == nil {
-			n += len(cs.Changes)
-		} else {
-			n++
-		}
-	}
-	if cap(pb.changes) < n {
-		pb.changes = make([]parsedChange, 0, n)
+	if cap(pb.changes) < len(batch) {
+		pb.changes = make([]parsedChange, 0, len(batch))
 	}
 	var last uint64
 	note := func(pc parsedChange, m *service.Message) {
@@ -297,6 +290,7 @@ func parseBatch(batch service.MessageBatch) *parsedBatch {
 		case err != nil:
 			note(parsedChange{err: err, msgErr: merr, m: m}, m)
 		case ok:
+			pb.changes = slices.Grow(pb.changes, len(cs.Changes))
 			for i := range cs.Changes {
 				c, err := changeFrom(&cs.Changes[i])
 				note(parsedChange{c: c, err: err, msgErr: merr, payload: cs.Payloads[i]}, m)

@@ -37,12 +37,10 @@ func (p *decodeProcessor) decodeBatch(ctx context.Context, batch service.Message
 // records reads a batch's records, whichever form the input sent them in
 // (msg.EachRecord).
 func records(batch service.MessageBatch) ([]batchdecode.Record, error) {
-	n := 0
-	for _, m := range batch {
-		if rs, ok := msg.RecordsOf(m); ok {
-			n += len(rs.Records)
-		} else {
-			n++
+	n := len(batch) // one record a message, or one record batch
+	if n == 1 {
+		if rs, ok := msg.RecordsOf(batch[0]); ok {
+			n = len(rs.Records)
 		}
 	}
 	recs := make([]batchdecode.Record, 0, n)

@@ -46,8 +46,8 @@ var ErrNotRecords = errors.New("not a pg_physical_wal record message")
 
 // EachRecord calls f for every record batch carries, in order, whichever
 // form they come in: record batch messages, or one message per record
-// (its typed value or else its strings, its payload, and whether
-// KeyBoundary is set). f's arguments are read-only.
+// (its typed value or else its strings, its payload, and, on a commit
+// record, whether KeyBoundary is set). f's arguments are read-only.
 func EachRecord(batch service.MessageBatch, f func(r *Record, raw []byte, boundary bool) error) error {
 	for _, m := range batch {
 		if rs, ok := RecordsOf(m); ok {
@@ -69,7 +69,11 @@ func EachRecord(batch service.MessageBatch, f func(r *Record, raw []byte, bounda
 		if err != nil {
 			return err
 		}
-		_, boundary := m.MetaGetMut(KeyBoundary)
+		boundary := false
+		if r.Tx != nil && r.LSN == r.Tx.CommitLSN {
+			// (Only a commit record carries it: no lookup for the rest.)
+			_, boundary = m.MetaGetMut(KeyBoundary)
+		}
 		if err := f(r, raw, boundary); err != nil {
 			return err
 		}
