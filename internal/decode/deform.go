@@ -84,7 +84,7 @@ func Deform(desc *desclog.Descriptor, tup wal.HeapTuple, dst []Datum) ([]Datum, 
 func attrBounds(col *desclog.Column, data []byte, off int) (start, end int, err error) {
 	switch {
 	case col.Len > 0:
-		start = alignOffset(off, col.Align)
+		start = desclog.AlignOffset(off, col.Align)
 		end = start + int(col.Len)
 	case col.Len == -1:
 		if off >= len(data) {
@@ -92,7 +92,7 @@ func attrBounds(col *desclog.Column, data []byte, off int) (start, end int, err 
 		}
 		start = off
 		if data[off] == 0 {
-			start = alignOffset(off, col.Align)
+			start = desclog.AlignOffset(off, col.Align)
 		}
 		if start >= len(data) {
 			return 0, 0, fmt.Errorf("varlena header at %d past %d bytes", start, len(data))
@@ -103,7 +103,7 @@ func attrBounds(col *desclog.Column, data []byte, off int) (start, end int, err 
 		}
 		end = start + n
 	case col.Len == -2:
-		start = alignOffset(off, col.Align)
+		start = desclog.AlignOffset(off, col.Align)
 		if start > len(data) {
 			return 0, 0, fmt.Errorf("cstring at %d past %d bytes", start, len(data))
 		}
@@ -119,21 +119,6 @@ func attrBounds(col *desclog.Column, data []byte, off int) (start, end int, err 
 		return 0, 0, fmt.Errorf("attribute [%d,%d) past %d bytes", start, end, len(data))
 	}
 	return start, end, nil
-}
-
-func alignOffset(off int, align byte) int {
-	var a int
-	switch align {
-	case 's':
-		a = 2
-	case 'i':
-		a = 4
-	case 'd':
-		a = 8
-	default:
-		return off
-	}
-	return (off + a - 1) &^ (a - 1)
 }
 
 func indexByte(b []byte, c byte) int {

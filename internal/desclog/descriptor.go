@@ -62,3 +62,21 @@ type Column struct {
 	HasMissing bool
 	Missing    *string
 }
+
+// AlignOffset is off rounded up to the alignment typalign align asks for
+// ('s' 2, 'i' 4, 'd' 8 bytes; 'c' none), as heap_fill_tuple and
+// heap_deform_tuple place a column's datum.
+func AlignOffset(off int, align byte) int {
+	var a int
+	switch align {
+	case 's':
+		a = 2
+	case 'i':
+		a = 4
+	case 'd':
+		a = 8
+	default:
+		return off
+	}
+	return (off + a - 1) &^ (a - 1)
+}

@@ -104,7 +104,7 @@ func Tuple(desc *desclog.Descriptor, vals [][]byte) []byte {
 		col := &desc.Columns[i]
 		// 1-byte headers (short values and TOAST pointers) are never aligned.
 		if col.Len != -1 || v[0]&1 == 0 {
-			for len(data) != alignOffset(len(data), col.Align) {
+			for len(data) != desclog.AlignOffset(len(data), col.Align) {
 				data = append(data, 0)
 			}
 		}
@@ -121,18 +121,4 @@ func Tuple(desc *desclog.Descriptor, vals [][]byte) []byte {
 	out = append(out, byte(hoff))
 	out = append(out, pre...)
 	return append(out, data...)
-}
-
-// alignOffset is off aligned as typalign align asks.
-func alignOffset(off int, align byte) int {
-	a := 1
-	switch align {
-	case 's':
-		a = 2
-	case 'i':
-		a = 4
-	case 'd':
-		a = 8
-	}
-	return (off + a - 1) &^ (a - 1)
 }
