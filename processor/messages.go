@@ -142,7 +142,7 @@ func (p *decodeProcessor) changesMessage(b *batchdecode.Batch) *service.Message 
 		pos[i] = i + ev
 	}
 	p.eachRow(rows, func(i int) *msg.Change { return &cs.Changes[pos[i]] }, func(text *textCache, i int, c *msg.Change) {
-		cs.Payloads[pos[i]] = p.rowChange(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
+		cs.Payloads[pos[i]], _ = p.rowChange(text, &rows[i], b.RowTx[i], c, b.Epoch, b.Seq)
 	})
 	for j := range b.Events {
 		c, payload := p.eventChange(&b.Events[j], b.Epoch, b.Seq)
@@ -204,9 +204,9 @@ func opName(op decode.Op) string {
 
 // rowChange fills c with a row change's metadata (a failure's when r
 // failed) and returns its payload: the columns, or an empty object for a
-// failure (logged once here).
-func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) map[string]any {
-	rm := text.relation(r.Desc)
+// failure (logged once here); rm is its relation's cached metadata.
+func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) (payload map[string]any, rm *relationMeta) {
+	rm = text.relation(r.Desc)
 	c.Op = opName(r.Op)
 	c.Rel = rm.rel
 	c.LSN, c.Tx, c.DescVersion, c.Epoch, c.Seq = r.LSN, tx.Typed, r.DescFrom, epoch, seq
@@ -222,9 +222,9 @@ func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *ba
 		}
 		p.log.Errorf("table %s.%s (oid %d) failed in transaction %d (commit %s); its changes from %s on are not decoded until it is reloaded: %s",
 			r.Desc.Namespace, r.Desc.Name, r.Desc.Oid, tx.TopXID, tx.CommitLSNText, r.LSN, c.Error)
-		return map[string]any{}
+		return map[string]any{}, rm
 	}
-	payload := make(map[string]any, len(r.Fields))
+	payload = make(map[string]any, len(r.Fields))
 	var omitted []string
 	for i := range r.Fields {
 		f := &r.Fields[i]
@@ -241,7 +241,7 @@ func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *ba
 	if r.Op == decode.OpTruncate {
 		c.Event = EventTruncate
 	}
-	return payload
+	return payload, rm
 }
 
 // rowMessage is a row change's message (a failure's when r failed): the
@@ -249,14 +249,14 @@ func (p *decodeProcessor) rowChange(text *textCache, r *decode.RowChange, tx *ba
 // and the routing strings.
 func (p *decodeProcessor) rowMessage(text *textCache, r *decode.RowChange, tx *batchdecode.Tx, c *msg.Change, epoch, seq uint64) *service.Message {
 	m := service.NewMessage(nil)
-	m.SetStructuredMut(p.rowChange(text, r, tx, c, epoch, seq))
+	payload, rm := p.rowChange(text, r, tx, c, epoch, seq)
+	m.SetStructuredMut(payload)
 	m.MetaSetMut(MetaChange, c)
 	// Truncates and failures are rare: they carry every string.
 	if p.allMeta || r.Op == decode.OpFail || r.Op == decode.OpTruncate {
 		c.AppendStrings(true, func(k, v string) { m.MetaSetMut(k, v) })
 	} else {
 		// The routing strings from the cache: no formatting, no boxing.
-		rm := text.relation(r.Desc)
 		m.MetaSetMut(MetaOperation, c.Op)
 		if c.Event != "" {
 			m.MetaSetMut(MetaEvent, c.Event)
