@@ -44,8 +44,13 @@ type Decider interface {
 // ShadowFeed is the walsender side: it publishes filtered wire bytes to the
 // shadow's walreceiver and reports how far the shadow has applied them.
 type ShadowFeed interface {
+	// Publish hands over wire bytes, which the feed may keep: the pump
+	// never changes them, and reuses their memory only below MemoryFloor.
 	Publish(start wal.LSN, wire []byte)
 	WaitApply(ctx context.Context, lsn wal.LSN) error
+	// MemoryFloor is the lowest LSN whose published bytes the feed may
+	// still read from the memory Publish was given.
+	MemoryFloor() wal.LSN
 }
 
 // SegmentSink receives filtered segments once every record ending inside
@@ -216,6 +221,7 @@ func NewPump(start wal.LSN, cfg PumpConfig, d Decider, shadow ShadowFeed, sink S
 	if err != nil {
 		return nil, err
 	}
+	w.floor = shadow.MemoryFloor
 	pp := &Pump{cfg: cfg, reader: r, wire: w, decider: d, shadow: shadow, sink: sink, out: out,
 		start: start, decided: start, published: start}
 	pp.publishSnap()
@@ -255,6 +261,25 @@ var ErrHoldTimeout = errors.New("catalog boundary hold timed out")
 // has been applied by the shadow and released.
 func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 	p.wire.Append(chunk)
+	return p.fed(ctx, chunk)
+}
+
+// Buffer is room for up to max bytes at NextByte, never past its segment's
+// end: a caller reading WAL from a file reads it straight into the pump's
+// own buffer, then calls FeedBuffered (Feed copies).
+func (p *Pump) Buffer(max int) []byte { return p.wire.Tail(max) }
+
+// FeedBuffered is Feed for the first n bytes written into the slice Buffer
+// returned.
+func (p *Pump) FeedBuffered(ctx context.Context, n int) error {
+	chunk := p.wire.Tail(n)[:n]
+	p.wire.Commit(n)
+	return p.fed(ctx, chunk)
+}
+
+// fed runs the records that chunk, just added to the wire buffer,
+// completes.
+func (p *Pump) fed(ctx context.Context, chunk []byte) error {
 	p.reader.Push(chunk)
 	p.stats.Received = p.wire.End()
 	for {

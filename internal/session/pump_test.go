@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -76,6 +77,9 @@ func (s *fakeShadow) Publish(start wal.LSN, b []byte) {
 	s.wire = append(s.wire, b...)
 }
 
+// MemoryFloor: Publish copies.
+func (s *fakeShadow) MemoryFloor() wal.LSN { return wal.LSN(math.MaxUint64) }
+
 func (s *fakeShadow) WaitApply(ctx context.Context, lsn wal.LSN) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -107,7 +111,21 @@ func fixture(t *testing.T) ([]byte, wal.LSN) {
 	return all, start
 }
 
+// TestPumpFiltersHoldsAndBatches feeds the pump two ways: copied (Feed)
+// and read straight into its buffer (Buffer, FeedBuffered: the session's
+// spool reads, sometimes asking for the buffer again with nothing read, as
+// an idle read does).
 func TestPumpFiltersHoldsAndBatches(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		name := "Feed"
+		if buffered {
+			name = "FeedBuffered"
+		}
+		t.Run(name, func(t *testing.T) { testPumpFiltersHoldsAndBatches(t, buffered) })
+	}
+}
+
+func testPumpFiltersHoldsAndBatches(t *testing.T, buffered bool) {
 	all, start := fixture(t)
 	shadow := &fakeShadow{start: start, t: t}
 	sink := &memSink{segs: map[wal.LSN][]byte{}}
@@ -139,7 +157,15 @@ func TestPumpFiltersHoldsAndBatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for rest := all[:validEnd(t, all, start)-start]; len(rest) > 0; {
 		n := min(1+rng.IntN(200_000), len(rest))
-		if err := p.Feed(ctx, rest[:n]); err != nil {
+		if buffered {
+			if rng.IntN(4) == 0 {
+				p.Buffer(n) // an idle read: nothing came
+			}
+			n = copy(p.Buffer(n), rest)
+			if err := p.FeedBuffered(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := p.Feed(ctx, rest[:n]); err != nil {
 			t.Fatal(err)
 		}
 		rest = rest[n:]

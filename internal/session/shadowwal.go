@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -109,6 +110,7 @@ type nopFeed struct{}
 
 func (nopFeed) Publish(wal.LSN, []byte)                  {}
 func (nopFeed) WaitApply(context.Context, wal.LSN) error { return nil }
+func (nopFeed) MemoryFloor() wal.LSN                     { return wal.LSN(math.MaxUint64) }
 
 // walFileSink writes rewritten segments back over their files in pg_wal,
 // keeping the files' owner and mode.

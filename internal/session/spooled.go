@@ -19,6 +19,9 @@ import (
 // (the pump reads the spool at its own pace: filter, shadow feed, boundary
 // holds, batches for the processor).
 
+// feedReadBytes is the most the pump's loop reads from the spool at once.
+const feedReadBytes = 128 << 10
+
 // spoolSyncBytes syncs the spool early when this much is unsynced.
 const spoolSyncBytes = 8 << 20
 
@@ -162,15 +165,21 @@ func (s *Session) feed(ctx context.Context, p *parts, r *spool.Reader) {
 	const idle = 100 * time.Millisecond
 	defer r.Close()
 	for {
+		if r.Next() != p.pump.wire.End() {
+			s.failRun(fmt.Errorf("reading the spool at %s, the pump's next byte is %s", r.Next(), p.pump.wire.End()))
+			return
+		}
 		rctx, cancel := context.WithTimeout(ctx, idle)
-		at, data, err := r.Read(rctx)
+		// Straight into the pump's buffer (which the shadow's walsender
+		// sends from): the bytes are not copied on the way.
+		at, n, err := r.ReadInto(rctx, p.pump.Buffer(feedReadBytes))
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case err == nil:
-			if err := p.pump.Feed(ctx, data); err != nil {
+			if err := p.pump.FeedBuffered(ctx, n); err != nil {
 				if ctx.Err() == nil {
 					if errors.Is(err, errSourceWAL) {
 						err = fmt.Errorf("%w (the spool's copy, %s)", err, p.spool.SegmentPath(at))

@@ -12,15 +12,25 @@ import (
 // bytes from it, and a segment is sealed (archived) once every record that
 // ends inside it has been decided.
 //
-// Segments are whole-segment buffers reused through a small free list, so a
-// steady stream allocates nothing.
+// Segments are whole-segment buffers. The bytes published from one are
+// kept by the shadow's walsender, which sends them from there without a
+// copy, so a released segment is reused only once the walsender reads
+// nothing below its end (floor); bytes are never changed once published.
+// Reuse spares a fresh buffer's zeroing and page faults.
 type wireBuffer struct {
 	segSize uint32
 	segs    []*wireSegment // ascending by start, contiguous
-	free    [][]byte
-	end     wal.LSN // LSN of the next byte to append
-	sealed  wal.LSN // end of the last segment handed to Seal
+	end     wal.LSN        // LSN of the next byte to append
+	sealed  wal.LSN        // end of the last segment handed to Seal
+	// retired are released segments, oldest first, until floor passes
+	// their end; floor nil: never reused.
+	retired []*wireSegment
+	floor   func() wal.LSN
 }
+
+// maxRetired bounds the released segments kept for reuse (a walreceiver
+// holding old bytes for long leaves them to the collector).
+const maxRetired = 2
 
 type wireSegment struct {
 	start wal.LSN
@@ -48,25 +58,42 @@ func (w *wireBuffer) Start() wal.LSN {
 // Append adds bytes that continue the stream at End.
 func (w *wireBuffer) Append(data []byte) {
 	for len(data) > 0 {
-		off := int(w.end % wal.LSN(w.segSize))
-		if off == 0 || len(w.segs) == 0 {
-			w.segs = append(w.segs, &wireSegment{start: w.end - wal.LSN(off), data: w.newSegment()[:off]})
-		}
-		seg := w.segs[len(w.segs)-1]
-		n := min(len(data), int(w.segSize)-off)
-		seg.data = append(seg.data, data[:n]...)
+		n := copy(w.Tail(len(data)), data)
+		w.Commit(n)
 		data = data[n:]
-		w.end += wal.LSN(n)
 	}
 }
 
-func (w *wireBuffer) newSegment() []byte {
-	if n := len(w.free); n > 0 {
-		b := w.free[n-1]
-		w.free = w.free[:n-1]
-		return b[:0]
+// Tail is room for up to max bytes at End, within End's segment, to be
+// filled (a file read straight into the buffer) and then committed with
+// Commit.
+func (w *wireBuffer) Tail(max int) []byte {
+	off := int(w.end % wal.LSN(w.segSize))
+	if len(w.segs) == 0 || len(w.segs[len(w.segs)-1].data) == int(w.segSize) {
+		w.segs = append(w.segs, &wireSegment{start: w.end - wal.LSN(off), data: w.newSegment(off)})
 	}
-	return make([]byte, 0, w.segSize)
+	seg := w.segs[len(w.segs)-1]
+	return seg.data[off:min(off+max, int(w.segSize))]
+}
+
+// newSegment is a segment buffer holding off bytes: a retired one the
+// walsender no longer reads when there is one.
+func (w *wireBuffer) newSegment(off int) []byte {
+	if off == 0 && len(w.retired) > 0 && w.floor != nil {
+		if old := w.retired[0]; old.start+wal.LSN(w.segSize) <= w.floor() {
+			w.retired[0] = nil
+			w.retired = w.retired[1:]
+			return old.data[:0]
+		}
+	}
+	return make([]byte, off, w.segSize)
+}
+
+// Commit adds the first n bytes of the slice Tail returned.
+func (w *wireBuffer) Commit(n int) {
+	seg := w.segs[len(w.segs)-1]
+	seg.data = seg.data[:len(seg.data)+n]
+	w.end += wal.LSN(n)
 }
 
 // segmentFor returns the held segment containing lsn, or nil.
@@ -159,7 +186,13 @@ func (w *wireBuffer) Release(through wal.LSN) {
 		if end := seg.start + wal.LSN(w.segSize); end > through || end > w.sealed {
 			return
 		}
-		w.free = append(w.free, seg.data)
+		if w.floor != nil {
+			if len(w.retired) == maxRetired {
+				w.retired[0] = nil
+				w.retired = w.retired[1:]
+			}
+			w.retired = append(w.retired, seg)
+		}
 		w.segs[0] = nil
 		w.segs = w.segs[1:]
 	}

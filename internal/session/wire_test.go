@@ -42,7 +42,9 @@ func TestWireBufferAppendRewriteSeal(t *testing.T) {
 		t.Fatal("rewrite past the end accepted")
 	}
 	var sealed []wal.LSN
+	var held [][]byte
 	seal := func(s wal.LSN, data []byte) error {
+		held = append(held, data)
 		if len(data) != seg || !bytes.Equal(data, src[s-start:s-start+seg]) {
 			t.Fatalf("sealed segment %s has wrong bytes", s)
 		}
@@ -62,9 +64,53 @@ func TestWireBufferAppendRewriteSeal(t *testing.T) {
 	if err := w.WriteAt(start+10, []byte{1}); err == nil {
 		t.Fatal("rewrite of a sealed segment accepted")
 	}
-	// Freed buffers are reused.
-	w.Append(make([]byte, 2*seg))
-	if len(w.free) != 0 {
-		t.Fatalf("%d free buffers left unused", len(w.free))
+	// Released segments are never reused: the walsender keeps the bytes
+	// published from them.
+	w.Append(bytes.Repeat([]byte{0x55}, 2*seg))
+	for i, b := range held {
+		if !bytes.Equal(b, src[i*seg:(i+1)*seg]) {
+			t.Fatalf("released segment %d was overwritten", i)
+		}
+	}
+}
+
+// TestWireBufferReusesBelowFloor: a released segment is reused only once
+// the floor (what the walsender may still read) has passed its end, and
+// only a few wait.
+func TestWireBufferReusesBelowFloor(t *testing.T) {
+	const seg = 1 << 16
+	w, err := newWireBuffer(0, seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := wal.LSN(0)
+	w.floor = func() wal.LSN { return floor }
+	fill := func(b byte) {
+		w.Append(bytes.Repeat([]byte{b}, seg))
+	}
+	var first []byte
+	fill(1)
+	first = w.segs[0].data
+	fill(2)
+	fill(3)
+	fill(4)
+	if err := w.SealThrough(3*seg, func(wal.LSN, []byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.retired) != maxRetired {
+		t.Fatalf("%d retired segments, want %d", len(w.retired), maxRetired)
+	}
+	fill(5) // floor 0: the walsender may read them all
+	if &w.segs[len(w.segs)-1].data[0] == &w.retired[0].data[0] || bytes.Contains(w.retired[0].data, []byte{5}) {
+		t.Fatal("a segment reused below the floor")
+	}
+	floor = 2 * seg // the oldest retired ([seg, 2seg): the first went, maxRetired) is free
+	oldest := w.retired[0].data
+	fill(6)
+	if last := w.segs[len(w.segs)-1].data; &last[0] != &oldest[0] || last[0] != 6 {
+		t.Fatal("the retired segment below the floor was not reused")
+	}
+	if &first[0] == &oldest[0] || first[0] != 1 {
+		t.Fatal("the segment dropped beyond maxRetired was reused")
 	}
 }

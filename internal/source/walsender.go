@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -448,8 +450,9 @@ func (w *Walsender) closeListeners() {
 // are skipped (after checking they equal what was first published, when
 // still in memory), and a start beyond it is a gap: memory restarts there
 // and a walreceiver needing the missing bytes must find them in the
-// archive. wire is copied. No byte is ever advertised before it is
-// published.
+// archive. wire is kept, not copied, until no walreceiver needs it: the
+// caller must never change it (the session's wire buffer never reuses a
+// segment). No byte is ever advertised before it is published.
 //
 // start+len(wire) must be a record end (EndRecPtr) or a page boundary, as a
 // primary's flush position always is: a PostgreSQL standby handed WAL that
@@ -501,7 +504,11 @@ func (w *Walsender) Publish(start wal.LSN, wire []byte) {
 	}
 }
 
-// wsChunk is published bytes from start on.
+// wsChunk is published bytes from start on: the publisher's own memory,
+// one chunk per run of publications contiguous in it within a segment (the
+// session's wire buffer makes one per segment), so that memory is dropped
+// a segment at a time. A chunk ends where a publication ended (a record end
+// or a page boundary) or at a segment's end, so a frame may end there too.
 type wsChunk struct {
 	start wal.LSN
 	data  []byte
@@ -509,20 +516,23 @@ type wsChunk struct {
 
 func (c *wsChunk) end() wal.LSN { return c.start + wal.LSN(len(c.data)) }
 
-// chunkSize is the size of a memory chunk: chunks end at its multiples,
-// which are page (and, as it divides the segment size, segment) boundaries.
-func (w *Walsender) chunkSize() wal.LSN { return min(1<<20, wal.LSN(w.cfg.SegmentSize)) }
-
-// appendLocked copies wire, which starts at pubEnd, into memory.
+// appendLocked keeps wire, which starts at pubEnd: it extends the last
+// chunk when it continues that chunk's memory within its segment.
 func (w *Walsender) appendLocked(wire []byte) {
-	size := w.chunkSize()
+	seg := wal.LSN(w.cfg.SegmentSize)
 	for len(wire) > 0 {
-		if len(w.mem) == 0 || len(w.mem[len(w.mem)-1].data) == cap(w.mem[len(w.mem)-1].data) {
-			w.mem = append(w.mem, wsChunk{start: w.pubEnd, data: make([]byte, 0, size-w.pubEnd%size)})
+		n := min(len(wire), int(seg-w.pubEnd%seg))
+		piece := wire[:n:n]
+		if k := len(w.mem); k > 0 && w.pubEnd%seg != 0 {
+			last := &w.mem[k-1]
+			if l := len(last.data); l < cap(last.data) && &last.data[:l+1][l] == &piece[0] {
+				last.data = last.data[:l+n]
+				piece = nil
+			}
 		}
-		last := &w.mem[len(w.mem)-1]
-		n := min(len(wire), cap(last.data)-len(last.data))
-		last.data = append(last.data, wire[:n]...)
+		if piece != nil {
+			w.mem = append(w.mem, wsChunk{start: w.pubEnd, data: wire[:n]})
+		}
 		w.pubEnd += wal.LSN(n)
 		wire = wire[n:]
 	}
@@ -530,13 +540,15 @@ func (w *Walsender) appendLocked(wire []byte) {
 }
 
 // chunkLocked is the index of the chunk holding lsn (within [winStart,
-// pubEnd)): the first chunk may start anywhere, every later one starts at a
-// multiple of the chunk size.
+// pubEnd)).
 func (w *Walsender) chunkLocked(lsn wal.LSN) int {
-	if lsn < w.mem[0].end() {
-		return 0
-	}
-	return 1 + int((lsn-w.mem[0].end())/w.chunkSize())
+	i, _ := slices.BinarySearchFunc(w.mem, lsn, func(c wsChunk, lsn wal.LSN) int {
+		if c.end() <= lsn {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 // memEqualLocked tells whether memory from from on holds b.
@@ -606,6 +618,25 @@ func (w *Walsender) trimLocked() {
 		w.mem = w.mem[n:]
 		w.winStart = w.mem[0].start
 	}
+}
+
+// MemoryFloor is the lowest LSN whose bytes the walsender may still read
+// from the memory Publish was given: the oldest it keeps, or a frame a
+// connection is writing from memory already dropped (a gap, a trim). A
+// connection counts until its goroutine is done with it, closing or not.
+func (w *Walsender) MemoryFloor() wal.LSN {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	floor := wal.LSN(math.MaxUint64)
+	if len(w.mem) > 0 {
+		floor = w.mem[0].start
+	}
+	for c := range w.conns {
+		if c.reading {
+			floor = min(floor, c.readingFrom)
+		}
+	}
+	return floor
 }
 
 // Published is the end of the published bytes (0 before the first Publish).

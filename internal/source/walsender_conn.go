@@ -27,9 +27,13 @@ type wsConn struct {
 	wake chan struct{} // capacity 1: "look at the state again"
 
 	// Guarded by Walsender.mu.
-	closing             bool
-	streaming           bool
-	sentPtr             wal.LSN // next byte to send
+	closing   bool
+	streaming bool
+	sentPtr   wal.LSN // next byte to send
+	// readingFrom is where the frame being written from published memory
+	// starts (reading: one is): that memory must not be reused meanwhile.
+	reading             bool
+	readingFrom         wal.LSN
 	exemptUntil         wal.LSN // published end when streaming began
 	write, flush, apply wal.LSN // last standby status report
 	prod                bool    // send a keepalive asking for a reply
@@ -441,6 +445,7 @@ func (w *Walsender) nextStep(c *wsConn) wsStep {
 		// A frame ends within its chunk: chunk ends are page boundaries.
 		mem := w.memLocked(c.sentPtr)
 		n := min(int(wsFrameLen(c.sentPtr, w.pubEnd)), len(mem))
+		c.reading, c.readingFrom = true, c.sentPtr
 		return wsStep{kind: wsStepMemory, start: c.sentPtr, walEnd: w.pubEnd, data: mem[:n:n]}
 	}
 	seg := wal.LSN(w.cfg.SegmentSize)
@@ -469,6 +474,7 @@ func wsFrameLen(from, to wal.LSN) wal.LSN {
 func (w *Walsender) sent(c *wsConn, start wal.LSN, n int, fromArchive bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	c.reading = false
 	if c.sentPtr == start {
 		c.sentPtr += wal.LSN(n)
 		w.trimLocked() // this walreceiver may have been what kept old bytes

@@ -37,7 +37,12 @@
 //
 // Trim removes whole segments below a position nobody needs again; the
 // start it records moves at the next sync (a crash in between finds the
-// first remaining segment and starts there).
+// first remaining segment and starts there). As PostgreSQL does with pg_wal,
+// a few trimmed files are renamed to the names of segments still to come
+// rather than removed: overwriting a file's blocks costs the kernel less
+// than allocating new ones. Their old bytes lie past the end, where nothing
+// reads, until overwritten; a restart removes them with the rest past the
+// end.
 package spool
 
 import (
@@ -86,9 +91,12 @@ type Spool struct {
 	wf       *os.File // the segment file being appended to
 	wfSeg    uint64   // its segment number
 	unsynced []*os.File
-	newFiles bool // files were created since the last sync: fsync the directory
-	endFile  *os.File
-	gen      uint32
+	newFiles bool // files were created or renamed since the last sync: fsync the directory
+	// recycledTo is the highest segment number a trimmed file was renamed
+	// to (0: none since the spool opened).
+	recycledTo uint64
+	endFile    *os.File
+	gen        uint32
 
 	mu      sync.Mutex
 	start   wal.LSN       // first byte that counts
@@ -268,6 +276,7 @@ func (s *Spool) Reset(start wal.LSN) error {
 		return err
 	}
 	s.mu.Lock()
+	s.recycledTo = 0
 	s.start, s.written, s.durable = start, start, start
 	s.mu.Unlock()
 	return s.writeEnd(start, start)
@@ -315,15 +324,13 @@ func (s *Spool) openSegment(n uint64) error {
 		s.unsynced = append(s.unsynced, s.wf)
 		s.wf = nil
 	}
-	path := s.segPath(n)
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, fileMode)
+	f, err := os.OpenFile(s.segPath(n), os.O_WRONLY|os.O_CREATE, fileMode)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	if statErr != nil {
-		s.newFiles = true
-	}
+	// Created now, or renamed by a trim: the directory entry must be
+	// durable before an end past this segment's start is recorded.
+	s.newFiles = true
 	s.wf, s.wfSeg = f, n
 	return nil
 }
@@ -377,7 +384,7 @@ func (s *Spool) Trim(keepFrom wal.LSN) (removed int, err error) {
 	}
 	last := s.segNo(durable - 1) // always kept: see recover
 	for n := s.segNo(start); s.segEnd(n) <= keepFrom && n < last; n++ {
-		if err := os.Remove(s.segPath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.recycle(n); err != nil {
 			return removed, fmt.Errorf("spool: trimming: %w", err)
 		}
 		removed++
@@ -388,6 +395,31 @@ func (s *Spool) Trim(keepFrom wal.LSN) (removed int, err error) {
 		s.mu.Unlock()
 	}
 	return removed, nil
+}
+
+// recycledAhead is how many trimmed files may wait, renamed, for the
+// segments to come.
+const recycledAhead = 4
+
+// recycle renames trimmed segment n's file to the next segment to come
+// that has none, or removes it when enough wait already.
+func (s *Spool) recycle(n uint64) error {
+	s.mu.Lock()
+	writing := s.segNo(s.written - 1)
+	s.mu.Unlock()
+	if s.recycledTo < writing+recycledAhead {
+		to := max(s.recycledTo, writing) + 1
+		if err := os.Rename(s.segPath(n), s.segPath(to)); err == nil {
+			s.recycledTo = to
+			return nil
+		} else if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	if err := os.Remove(s.segPath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // Close closes the spool's files (what was not synced is not recorded).
@@ -457,25 +489,35 @@ var ErrClosed = errors.New("spool closed")
 // until there are some, ctx ends or the spool closes. The slice is valid
 // until the next Read.
 func (r *Reader) Read(ctx context.Context) (wal.LSN, []byte, error) {
+	at, n, err := r.ReadInto(ctx, r.buf)
+	return at, r.buf[:n], err
+}
+
+// ReadInto is Read into dst (len(dst) bytes at most, at least one): a
+// caller that keeps the bytes reads them where it keeps them.
+func (r *Reader) ReadInto(ctx context.Context, dst []byte) (wal.LSN, int, error) {
+	if len(dst) == 0 {
+		return 0, 0, errors.New("spool: reading into an empty buffer")
+	}
 	for {
 		r.s.mu.Lock()
 		written, grew, closed := r.s.written, r.s.grew, r.s.closed
 		r.s.mu.Unlock()
 		if r.next < written {
-			return r.read(written)
+			return r.read(written, dst)
 		}
 		if closed {
-			return 0, nil, ErrClosed
+			return 0, 0, ErrClosed
 		}
 		select {
 		case <-grew:
 		case <-ctx.Done():
-			return 0, nil, ctx.Err()
+			return 0, 0, ctx.Err()
 		}
 	}
 }
 
-func (r *Reader) read(written wal.LSN) (wal.LSN, []byte, error) {
+func (r *Reader) read(written wal.LSN, dst []byte) (wal.LSN, int, error) {
 	s := r.s
 	n := s.segNo(r.next)
 	if r.f == nil || r.fSeg != n {
@@ -485,21 +527,21 @@ func (r *Reader) read(written wal.LSN) (wal.LSN, []byte, error) {
 		f, err := os.Open(s.segPath(n))
 		if err != nil {
 			r.f = nil
-			return 0, nil, fmt.Errorf("spool: reading %s: %w", s.segPath(n), err)
+			return 0, 0, fmt.Errorf("spool: reading %s: %w", s.segPath(n), err)
 		}
 		r.f, r.fSeg = f, n
 	}
-	want := min(int(min(written, s.segEnd(n))-r.next), len(r.buf))
-	got, err := r.f.ReadAt(r.buf[:want], int64(r.next-s.segStart(n)))
+	want := min(int(min(written, s.segEnd(n))-r.next), len(dst))
+	got, err := r.f.ReadAt(dst[:want], int64(r.next-s.segStart(n)))
 	if got < want {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, nil, fmt.Errorf("%w: %s: reading %d bytes at %s: %w", ErrCorrupt, r.f.Name(), want, r.next, err)
+		return 0, 0, fmt.Errorf("%w: %s: reading %d bytes at %s: %w", ErrCorrupt, r.f.Name(), want, r.next, err)
 	}
 	at := r.next
 	r.next += wal.LSN(want)
-	return at, r.buf[:want], nil
+	return at, want, nil
 }
 
 // Close releases the reader's file.

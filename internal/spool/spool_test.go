@@ -401,3 +401,70 @@ func FuzzDecodeSlot(f *testing.F) {
 		}
 	})
 }
+
+// TestTrimRecycles: trimmed files are renamed to segments to come (a few
+// only), the appends that reach them overwrite them, what was appended
+// reads back exactly with none of their old bytes, and a reopen removes the
+// ones past the end and cuts the last one at it.
+func TestTrimRecycles(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewSource(5))
+	s := openT(t, dir)
+	if err := s.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	data := fakeWAL(rng, 0, 7*testSeg+100)
+	if err := s.Append(0, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Trim(6 * testSeg); err != nil || n != 6 {
+		t.Fatalf("Trim = %d, %v; want 6 segments", n, err)
+	}
+	names := func() []string {
+		ents, _ := os.ReadDir(dir)
+		var out []string
+		for _, e := range ents {
+			if e.Name() != EndFile {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	// Segment 7 is being written: 8 to 11 wait, the other two went.
+	want := []string{"000000010000000000000006", "000000010000000000000007", "000000010000000000000008", "000000010000000000000009", "00000001000000000000000A", "00000001000000000000000B"}
+	if got := names(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("files after the trim: %v, want %v", got, want)
+	}
+	more := fakeWAL(rng, wal.LSN(len(data)), 2*testSeg+100)
+	if err := s.Append(wal.LSN(len(data)), more); err != nil {
+		t.Fatal(err)
+	}
+	all := append(data, more...)
+	end := wal.LSN(len(all))
+	if got := readAll(t, s, 6*testSeg, end); !bytes.Equal(got, all[6*testSeg:]) {
+		t.Fatal("bytes appended over recycled files read back differently")
+	}
+	if _, err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.closeWriter()
+	s.endFile.Close()
+	s = openT(t, dir)
+	defer s.Close()
+	if a, w := s.Extent(); a != 6*testSeg || w != end {
+		t.Fatalf("reopened: [%s, %s), want [%s, %s)", a, w, wal.LSN(6*testSeg), end)
+	}
+	want = []string{"000000010000000000000006", "000000010000000000000007", "000000010000000000000008", "000000010000000000000009"}
+	if got := names(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("files after reopening: %v, want %v", got, want)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, want[3])); err != nil || fi.Size() != int64(end-9*testSeg) {
+		t.Fatalf("the last segment file is not cut at the end: %v %v", fi.Size(), err)
+	}
+	if got := readAll(t, s, 6*testSeg, end); !bytes.Equal(got, all[6*testSeg:]) {
+		t.Fatal("bytes read back differently after reopening")
+	}
+}
