@@ -261,7 +261,8 @@ var ErrHoldTimeout = errors.New("catalog boundary hold timed out")
 // has been applied by the shadow and released.
 func (p *Pump) Feed(ctx context.Context, chunk []byte) error {
 	p.wire.Append(chunk)
-	return p.fed(ctx, chunk)
+	p.reader.Push(chunk)
+	return p.fed(ctx)
 }
 
 // Buffer is room for up to max bytes at NextByte, never past its segment's
@@ -274,13 +275,14 @@ func (p *Pump) Buffer(max int) []byte { return p.wire.Tail(max) }
 func (p *Pump) FeedBuffered(ctx context.Context, n int) error {
 	chunk := p.wire.Tail(n)[:n]
 	p.wire.Commit(n)
-	return p.fed(ctx, chunk)
+	// The reader reads the wire buffer in place: a record's bytes change
+	// (NOOP) only once it is decided, and it is copied before that.
+	p.reader.PushShared(chunk)
+	return p.fed(ctx)
 }
 
-// fed runs the records that chunk, just added to the wire buffer,
-// completes.
-func (p *Pump) fed(ctx context.Context, chunk []byte) error {
-	p.reader.Push(chunk)
+// fed runs the records that the bytes just pushed complete.
+func (p *Pump) fed(ctx context.Context) error {
 	p.stats.Received = p.wire.End()
 	for {
 		rec, err := p.reader.Next()
@@ -319,6 +321,11 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 		return fmt.Errorf("filtering the record at %s: %w", rec.LSN, err)
 	}
 	p.stats.Records++
+	// Copied before the NOOP rewrite below: rec may alias the wire bytes.
+	var kept *wal.Record
+	if d.ToDecoder || d.Boundary != nil {
+		kept = p.records.Clone(rec)
+	}
 	if d.Noop {
 		p.noopBuf, err = p.decider.NoopRecord(p.noopBuf[:0], rec)
 		if err != nil {
@@ -335,7 +342,7 @@ func (p *Pump) record(ctx context.Context, rec *wal.Record) error {
 			p.batch = &Batch{First: rec.LSN, Items: make([]Item, 0, min(p.cfg.MaxBatchRecords, 4096))}
 			p.batchBorn = time.Now()
 		}
-		p.batch.Items = append(p.batch.Items, Item{Record: p.records.Clone(rec), Decision: d})
+		p.batch.Items = append(p.batch.Items, Item{Record: kept, Decision: d})
 		p.stats.DecoderRecords++
 	}
 	if d.Boundary != nil {

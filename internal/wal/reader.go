@@ -15,8 +15,9 @@ import (
 // The stream must start on a page boundary. When that page begins with the
 // tail of a record that started earlier, the tail is skipped.
 //
-// Records returned by Next alias the reader's memory and stay valid until the
-// next call to Next, Push, WriteBuffer or Advance; use Record.Clone to keep one.
+// Records returned by Next alias the reader's memory (or the caller's, after
+// PushShared) and stay valid until the next call to Next, Push, PushShared,
+// WriteBuffer or Advance; use Record.Clone to keep one.
 //
 // Errors are *Error values naming the LSN. A KindCRC error is not sticky: the
 // record was framed correctly and the reader has stepped past it. Every other
@@ -25,6 +26,10 @@ type StreamReader struct {
 	buf []byte // buf[off:] are the pending bytes; buf[off] is at pos
 	off int
 	pos LSN
+	// borrowed: buf is the caller's memory (PushShared); own is then the
+	// reader's buffer, kept for when bytes must be copied again.
+	borrowed bool
+	own      []byte
 
 	layout       *Layout
 	segSize      uint32
@@ -101,10 +106,36 @@ func (r *StreamReader) Push(chunk []byte) {
 	r.Advance(len(chunk))
 }
 
+// PushShared appends chunk, whose first byte is at PushLSN, reading it in
+// place when it can: when nothing is pending, or when chunk continues the
+// previous shared chunk in the same memory (a buffer filled piece by piece).
+// The caller must leave the bytes not yet returned as records unchanged
+// until Next has returned ErrNeedMore; records returned alias chunk.
+func (r *StreamReader) PushShared(chunk []byte) {
+	pending := len(r.buf) - r.off
+	switch {
+	case len(chunk) == 0:
+	case pending == 0:
+		if !r.borrowed {
+			r.own = r.buf[:0]
+		}
+		r.buf, r.off, r.borrowed = chunk, 0, true
+	case r.borrowed && len(r.buf) < cap(r.buf) && &r.buf[:len(r.buf)+1][len(r.buf)] == &chunk[0]:
+		r.buf = r.buf[:len(r.buf)+len(chunk)] // the same memory, so within its capacity
+	default:
+		r.Push(chunk)
+	}
+}
+
 // WriteBuffer returns a slice of n bytes of internal buffer to fill with the
 // bytes that follow PushLSN; Advance commits them. It lets a file or socket
 // reader fill the buffer directly, without an extra copy.
 func (r *StreamReader) WriteBuffer(n int) []byte {
+	if r.borrowed {
+		// The pending bytes move to the reader's own buffer.
+		r.buf = append(r.own[:0], r.buf[r.off:]...)
+		r.off, r.borrowed, r.own = 0, false, nil
+	}
 	if r.off > 0 {
 		pending := copy(r.buf, r.buf[r.off:])
 		r.buf = r.buf[:pending]
