@@ -294,10 +294,11 @@ func (s *Session) start(ctx context.Context) error {
 			"backup_start", boot.StartLSN.String(), "backup_end", boot.EndLSN.String())
 	}
 	// The backup window's WAL holds user records too: NOOP them before the
-	// shadow replays them, so it never needs a user page. Idempotent, so it
-	// runs at every start (a crash right after bootstrap is covered).
-	if err := filterShadowWAL(ctx, filepath.Join(s.shadowDir(), "pg_wal"), boot, p.segSize); err != nil {
-		return fmt.Errorf("filtering the shadow's WAL: %w", err)
+	// shadow replays them, so it never needs a user page. Idempotent; it
+	// runs until a start has done it for this bootstrap (a crash right after
+	// bootstrap is covered), which a marker then records.
+	if err := s.filterBootstrapWAL(ctx, boot, p.segSize); err != nil {
+		return err
 	}
 
 	// 2. Identity and where to start.

@@ -8,9 +8,37 @@ import (
 	"path/filepath"
 
 	"github.com/walshadow/walshadow/internal/filter"
+	"github.com/walshadow/walshadow/internal/fsutil"
 	"github.com/walshadow/walshadow/internal/shadow"
+	"github.com/walshadow/walshadow/internal/statefile"
 	"github.com/walshadow/walshadow/internal/wal"
 )
+
+// filterBootstrapWAL runs filterShadowWAL unless the state directory's
+// marker says it was done for this very bootstrap, and writes the marker
+// once it is (every segment it rewrote is synced by then): the bootstrap's
+// segments never change again, so refiltering them at every start (tens of
+// megabytes read, parsed and compared) is wasted.
+func (s *Session) filterBootstrapWAL(ctx context.Context, boot *shadow.BootstrapResult, segSize uint32) error {
+	marker := statefile.StateDir(s.cfg.StateDir).ShadowWALFiltered()
+	want := bootstrapMarker(boot)
+	if got, err := os.ReadFile(marker); err == nil && string(got) == want {
+		return nil
+	}
+	if err := filterShadowWAL(ctx, filepath.Join(s.shadowDir(), "pg_wal"), boot, segSize); err != nil {
+		return fmt.Errorf("filtering the shadow's WAL: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(marker, []byte(want), 0o600, nil); err != nil {
+		return fmt.Errorf("recording that the shadow's WAL is filtered: %w", err)
+	}
+	return nil
+}
+
+// bootstrapMarker names a bootstrap: its source, timeline and backup
+// positions (a new bootstrap never has them all alike).
+func bootstrapMarker(boot *shadow.BootstrapResult) string {
+	return fmt.Sprintf("system %d timeline %d backup %s-%s wal_end %s\n", boot.SystemID, boot.Timeline, boot.StartLSN, boot.EndLSN, boot.WALEnd)
+}
 
 // filterShadowWAL rewrites, in place, every user-data record in the WAL
 // segments of the shadow's pg_wal as a same-length XLOG_NOOP, exactly as the

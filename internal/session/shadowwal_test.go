@@ -367,3 +367,51 @@ func TestFilteredStartSegmentSkipsRecycledPgWALFile(t *testing.T) {
 		t.Fatal("the recycled pg_wal file was taken over the archive's copy")
 	}
 }
+
+// TestFilterBootstrapWALOncePerBootstrap: the first start filters the
+// bootstrap's WAL and records it; a later start of the same bootstrap
+// leaves pg_wal alone (here a segment put back unfiltered stays so), and a
+// new bootstrap filters again.
+func TestFilterBootstrapWALOncePerBootstrap(t *testing.T) {
+	const segSize = 1 << 20
+	seg3, seg4 := wal.LSN(3*segSize), wal.LSN(4*segSize)
+	b := newSynthWAL(seg3)
+	for range 20 {
+		b.add(t, 300, false)
+	}
+	orig := b.segment(seg3)
+	stateDir := t.TempDir()
+	if err := os.Rename(shadowDirWith(t, segSize, map[wal.LSN][]byte{seg3: orig}), filepath.Join(stateDir, "shadow")); err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{cfg: config.Session{StateDir: stateDir}}
+	shadowDir := s.shadowDir()
+	boot := &shadow.BootstrapResult{SystemID: 7, Timeline: 1, StartLSN: seg3 + 40, EndLSN: seg3 + 4000, WALEnd: seg4, FollowedDBOID: followedDBOID}
+	if err := s.filterBootstrapWAL(context.Background(), boot, segSize); err != nil {
+		t.Fatal(err)
+	}
+	filtered := readSeg(t, shadowDir, seg3, segSize)
+	if bytes.Equal(filtered, orig) {
+		t.Fatal("the bootstrap's WAL was not filtered")
+	}
+	put := func(data []byte) {
+		if err := os.WriteFile(filepath.Join(shadowDir, "pg_wal", segName(seg3, segSize)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(orig)
+	if err := s.filterBootstrapWAL(context.Background(), boot, segSize); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readSeg(t, shadowDir, seg3, segSize), orig) {
+		t.Fatal("the same bootstrap's WAL was filtered again")
+	}
+	again := *boot
+	again.StartLSN, again.EndLSN = seg3+8192, seg3+9000
+	if err := s.filterBootstrapWAL(context.Background(), &again, segSize); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readSeg(t, shadowDir, seg3, segSize), filtered) {
+		t.Fatal("a new bootstrap's WAL was not filtered")
+	}
+}

@@ -8,6 +8,9 @@ const (
 	WrittenName  = "written.json"
 	LoadsName    = "loads.json"
 	BaselineName = "baseline.json"
+	// ShadowWALFilteredName records which bootstrap's WAL in the shadow's
+	// pg_wal was filtered (session.filterShadowWAL).
+	ShadowWALFilteredName = "shadow_wal_filtered"
 )
 
 // StateDir is a session's state directory (the walshadow resource's
@@ -15,6 +18,7 @@ const (
 //
 //	state_dir/
 //	  manifest.json   the session's progress (session.Manifest)
+//	  shadow_wal_filtered  the bootstrap whose WAL in shadow/pg_wal was filtered
 //	  progress.json   its form before the manifest, read once for upgrade
 //	  spool/          the source's WAL as received (internal/spool)
 //	  archive/        filtered WAL segments the shadow restores from
@@ -26,12 +30,15 @@ type StateDir string
 
 func (d StateDir) join(name string) string { return filepath.Join(string(d), name) }
 
-func (d StateDir) Manifest() string       { return d.join(ManifestName) }
-func (d StateDir) LegacyProgress() string { return d.join("progress.json") }
-func (d StateDir) Spool() string          { return d.join("spool") }
-func (d StateDir) Archive() string        { return d.join("archive") }
-func (d StateDir) Shadow() string         { return d.join("shadow") }
-func (d StateDir) DescLog() string        { return d.join("desclog") }
+func (d StateDir) Manifest() string { return d.join(ManifestName) }
+
+// ShadowWALFiltered is the marker of the filtered bootstrap WAL.
+func (d StateDir) ShadowWALFiltered() string { return d.join(ShadowWALFilteredName) }
+func (d StateDir) LegacyProgress() string    { return d.join("progress.json") }
+func (d StateDir) Spool() string             { return d.join("spool") }
+func (d StateDir) Archive() string           { return d.join("archive") }
+func (d StateDir) Shadow() string            { return d.join("shadow") }
+func (d StateDir) DescLog() string           { return d.join("desclog") }
 
 // Output is the clickhouse_ddl output's default state directory.
 func (d StateDir) Output() OutputDir { return OutputDir(d.join("clickhouse")) }
