@@ -451,8 +451,8 @@ func (w *Walsender) closeListeners() {
 // still in memory), and a start beyond it is a gap: memory restarts there
 // and a walreceiver needing the missing bytes must find them in the
 // archive. wire is kept, not copied, until no walreceiver needs it: the
-// caller must never change it (the session's wire buffer never reuses a
-// segment). No byte is ever advertised before it is published.
+// caller must never change it, nor reuse its memory while MemoryFloor is
+// at or below its end. No byte is ever advertised before it is published.
 //
 // start+len(wire) must be a record end (EndRecPtr) or a page boundary, as a
 // primary's flush position always is: a PostgreSQL standby handed WAL that

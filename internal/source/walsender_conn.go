@@ -442,7 +442,8 @@ func (w *Walsender) nextStep(c *wsConn) wsStep {
 	case !w.published || c.sentPtr >= w.pubEnd:
 		return wsStep{kind: wsStepWait}
 	case c.sentPtr >= w.winStart:
-		// A frame ends within its chunk: chunk ends are page boundaries.
+		// A frame ends within its chunk: a chunk ends where a publication
+		// ended or at a segment's end.
 		mem := w.memLocked(c.sentPtr)
 		n := min(int(wsFrameLen(c.sentPtr, w.pubEnd)), len(mem))
 		c.reading, c.readingFrom = true, c.sentPtr
