@@ -50,5 +50,7 @@ func cliOptions() []service.CLIOptFunc {
 		service.CLIOptAddCommand(statusCommand()),
 		service.CLIOptAddCommand(reloadCommand()),
 		service.CLIOptOnConfigParse(checkMessageForm),
+		// No flags of its own: the hook lets lint check what run refuses.
+		service.CLIOptCustomRunFlags(nil, lintMessageForm),
 	}
 }
