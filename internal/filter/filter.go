@@ -157,8 +157,8 @@ func (f *Filter) PageCopied(rfn wal.RelFileNode) bool {
 }
 
 // ForgetPageCopiesBelow drops what PageCopied knows of copies before lsn
-// (the resume floor: no transaction still to be decoded began before
-// it). Safe to call from any goroutine.
+// (the resume floor), once it knows of many files (see pageCopies). Safe
+// to call from any goroutine.
 func (f *Filter) ForgetPageCopiesBelow(lsn wal.LSN) { f.copies.forgetBelow(lsn) }
 
 // Decide classifies rec and updates the filter's state. An error is fatal:

@@ -600,8 +600,9 @@ func (s *Session) tick(ctx context.Context, p *parts) {
 			return
 		}
 		s.saved, s.savedAt = d.manifest, now
-		// Page copies below the stored floor belong to transactions no
-		// run decodes again.
+		// Page copies below the stored floor: forgotten only once many
+		// are known (the floor may pass those of a transaction whose
+		// commit is still to be decoded; see the filter's pageCopies).
 		p.filter.ForgetPageCopiesBelow(d.manifest.Floor)
 	}
 	p.stream.SetPositions(d.slotWrite, d.slotFlush, d.slotApply)
