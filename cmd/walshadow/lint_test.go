@@ -32,12 +32,18 @@ func lint(t *testing.T, yaml string, env ...string) int {
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
 	}
-	opts := append(cliOptions(), service.CLIOptSetArgs("walshadow", "lint", path))
-	code, err := service.RunCLIToCode(context.Background(), opts...)
+	code, err := lintPaths(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return code
+}
+
+// lintPaths runs `walshadow lint args...` in-process: its exit code and
+// the error it ends with.
+func lintPaths(args ...string) (int, error) {
+	opts := append(cliOptions(), service.CLIOptSetArgs(append([]string{"walshadow", "lint"}, args...)...))
+	return service.RunCLIToCode(context.Background(), opts...)
 }
 
 const sessionYAML = `

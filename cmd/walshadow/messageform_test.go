@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/redpanda-data/benthos/v4/public/service"
 	"gopkg.in/yaml.v3"
 )
 
@@ -98,24 +96,20 @@ output:
 	if err := os.WriteFile(bad, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (int, error) {
-		opts := append(cliOptions(), service.CLIOptSetArgs(append([]string{"walshadow", "lint"}, args...)...))
-		return service.RunCLIToCode(context.Background(), opts...)
-	}
-	code, err := run(bad)
+	code, err := lintPaths(bad)
 	if code == 0 || err == nil || !strings.Contains(err.Error(), bad+": pipeline.processors[0]: walshadow_decode with messages: batch must be the last processor") {
 		t.Fatalf("lint of a batch form before a mapping: exit %d, %v", code, err)
 	}
-	if code, err := run(dir + "/..."); code == 0 || err == nil || !strings.Contains(err.Error(), bad) {
+	if code, err := lintPaths(dir + "/..."); code == 0 || err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("lint of the directory: exit %d, %v", code, err)
 	}
 	t.Setenv("WS_TEST_MESSAGES", "row")
-	if code, err := run(bad); code != 0 || err != nil {
+	if code, err := lintPaths(bad); code != 0 || err != nil {
 		t.Fatalf("lint with messages: row: exit %d, %v", code, err)
 	}
 	t.Setenv("PG_SOURCE_DSN", "postgres://u@localhost/app")
 	t.Setenv("CLICKHOUSE_DSN", "clickhouse://localhost:9000/default")
-	if code, err := run("../../resources/pipelines/pg_to_clickhouse.yaml"); code != 0 || err != nil {
+	if code, err := lintPaths("../../resources/pipelines/pg_to_clickhouse.yaml"); code != 0 || err != nil {
 		t.Fatalf("lint of the reference pipeline: exit %d, %v", code, err)
 	}
 }

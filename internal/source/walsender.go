@@ -522,21 +522,28 @@ func (w *Walsender) appendLocked(wire []byte) {
 	seg := wal.LSN(w.cfg.SegmentSize)
 	for len(wire) > 0 {
 		n := min(len(wire), int(seg-w.pubEnd%seg))
-		piece := wire[:n:n]
-		if k := len(w.mem); k > 0 && w.pubEnd%seg != 0 {
-			last := &w.mem[k-1]
-			if l := len(last.data); l < cap(last.data) && &last.data[:l+1][l] == &piece[0] {
-				last.data = last.data[:l+n]
-				piece = nil
-			}
-		}
-		if piece != nil {
+		if last := w.lastChunkBefore(&wire[0]); last != nil && w.pubEnd%seg != 0 {
+			last.data = last.data[:len(last.data)+n] // the same memory, so within its capacity
+		} else {
 			w.mem = append(w.mem, wsChunk{start: w.pubEnd, data: wire[:n]})
 		}
 		w.pubEnd += wal.LSN(n)
 		wire = wire[n:]
 	}
 	w.winStart = w.mem[0].start
+}
+
+// lastChunkBefore is the last chunk when p is the byte right after its
+// data in its own memory (a publication continuing it), else nil.
+func (w *Walsender) lastChunkBefore(p *byte) *wsChunk {
+	if len(w.mem) == 0 {
+		return nil
+	}
+	last := &w.mem[len(w.mem)-1]
+	if l := len(last.data); l < cap(last.data) && &last.data[:l+1][l] == p {
+		return last
+	}
+	return nil
 }
 
 // chunkLocked is the index of the chunk holding lsn (within [winStart,
